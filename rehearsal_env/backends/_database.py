@@ -1,0 +1,99 @@
+"""The one seam between the env and a database engine.
+
+A :class:`Database` is one env's private copy of a world's database. Tools run
+application SQL through :meth:`Database.query` and :meth:`Database.execute`
+inside :meth:`Database.transaction` (one committed transaction per tool call,
+as a real application commits each request); checks run through
+:meth:`Database.check_value`, which is read-only on every backend;
+:meth:`Database.reset` restores the snapshot taken right after seeding.
+
+Application SQL uses ``?`` placeholders on every backend; the PostgreSQL
+backend translates them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..schema import Table
+
+Dialect = Literal["sqlite", "postgres"]
+Row = tuple[Any, ...]
+
+
+class DatabaseError(RuntimeError):
+    """The database engine failed (infrastructure, not the agent): the episode is not scored."""
+
+
+class ApplicationError(Exception):
+    """The application refused a request (a constraint, a missing row): the agent sees an error."""
+
+
+@runtime_checkable
+class Database(Protocol):
+    """One env's database: application access, read-only checks, snapshot reset."""
+
+    dialect: Dialect
+    tables: tuple[Table, ...]
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement and return all rows (application access)."""
+        ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one writing statement; return rows of a RETURNING clause, if any."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Commit on success, roll back if the block raises."""
+        ...
+
+    def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run a check's single SELECT read-only and return its one value.
+
+        Raises:
+            CheckError: zero rows, several rows, or several columns.
+            CheckRefused: the statement tried to write.
+        """
+        ...
+
+    def reset(self) -> None:
+        """Restore the exact snapshot taken after seeding (rows and id counters)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection (and the private database, if any)."""
+        ...
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return value  # keep floats as floats; text form below is stable
+    if isinstance(value, (bytes, memoryview)):
+        return bytes(value).hex()
+    return value
+
+
+def table_rows(db: Database, table: Table) -> Iterator[Row]:
+    """All rows of ``table`` ordered by primary key (for digests and diffs)."""
+    cols = ", ".join(table.column_names)
+    yield from db.query(f"SELECT {cols} FROM {table.name} ORDER BY {table.primary_key}")
+
+
+def digest(db: Database) -> str:
+    """A backend-neutral SHA-256 of every row of every table, in a fixed order.
+
+    The same world state gives the same digest on SQLite and PostgreSQL,
+    because world schemas only use int, text and real columns.
+    """
+    h = hashlib.sha256()
+    for table in sorted(db.tables, key=lambda t: t.name):
+        h.update(f"\x00table:{table.name}\n".encode())
+        for row in table_rows(db, table):
+            h.update(json.dumps([_canonical(v) for v in row], default=str).encode())
+            h.update(b"\n")
+    return h.hexdigest()

@@ -1,0 +1,143 @@
+"""The Gymnasium env: one scenario of one world on one database backend.
+
+Observation and action spaces are :class:`gymnasium.spaces.Text` over printable
+ASCII. An action is a JSON tool call ``{"tool": NAME, "args": {...}}``; an
+observation is JSON text with the new customer messages, the last tool result
+(status ``ok``, ``error``, ``unknown`` or ``rejected``) and the turn number.
+``info["tools"]`` holds the role's tools in OpenAI function-calling format; the
+final step's ``info["verdict"]`` holds the :class:`~rehearsal_env.verdict.Verdict`.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from ..backends import Database, DatabaseError, digest, open_database
+from ..scenarios import Scenario
+from ..verdict import Verdict
+from ..worlds import World, load_world
+from ._customer import Customer
+from ._episode import Episode
+
+CHARSET = "".join(chr(c) for c in range(32, 127))
+"""Printable ASCII: observations are JSON with ``ensure_ascii``."""
+MAX_OBSERVATION = 1 << 16
+MAX_ACTION = 1 << 13
+
+
+class RehearsalEnv(gym.Env[str, str]):
+    """A scenario as a Gymnasium env; the verdict comes only from read-only SQL checks.
+
+    Args:
+        scenario: A scenario id of ``world`` or a :class:`Scenario`.
+        world: A world name or :class:`World` (default: the scenario's world).
+        backend: ``"sqlite"`` (embedded default) or ``"postgres"``.
+        stress: Whether the stress layer is on (default True).
+        profile: The reward profile's name (None: the outcome reward).
+        customer: A customer to use instead of the scripted one.
+        backend_options: Passed to the backend (PostgreSQL: ``dsn``).
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        scenario: str | Scenario,
+        world: str | World | None = None,
+        *,
+        backend: str = "sqlite",
+        stress: bool = True,
+        profile: str | None = None,
+        customer: Customer | None = None,
+        render_mode: str | None = None,
+        **backend_options: Any,
+    ) -> None:
+        if isinstance(world, str):
+            world = load_world(world)
+        if isinstance(scenario, str):
+            if world is None:
+                raise TypeError("pass world= with a scenario id, or use rehearsal_env.make('world/scenario')")
+            scenario = world.scenario(scenario)
+        self.world: World = world or load_world(scenario.world)
+        self.scenario: Scenario = scenario
+        self.backend = backend
+        self.stress = stress
+        self.profile = profile
+        self.render_mode = render_mode
+        self._customer = customer
+        self._backend_options = backend_options
+        self._db: Database | None = None
+        self._episode: Episode | None = None
+        self.tools = self.world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
+        self.observation_space = spaces.Text(max_length=MAX_OBSERVATION, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=MAX_ACTION, charset=CHARSET)
+
+    @property
+    def db(self) -> Database:
+        """The env's own database (opened on first use)."""
+        if self._db is None:
+            self._db = open_database(self.world, self.backend, **self._backend_options)
+        return self._db
+
+    @property
+    def episode(self) -> Episode:
+        if self._episode is None:
+            raise RuntimeError("call reset() before step()")
+        return self._episode
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.db.reset()
+        self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer)
+        observation = self._episode.start()
+        info = {
+            "world": self.world.name,
+            "scenario": self.scenario.id,
+            "split": self.scenario.split,
+            "role": self.scenario.role,
+            "policies": [p.text for p in self.world.policies],
+            "tools": [t.schema() for t in self.tools.values()],
+        }
+        return observation, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        episode = self.episode
+        observation = episode.act(action)
+        info: dict[str, Any] = {"turn": episode.turn, "status": episode.trace[-1].status}
+        reward = 0.0
+        if episode.verdict is not None:
+            info["verdict"] = episode.verdict
+            info["outcome"] = episode.verdict.outcome.value
+            reward = self.reward(episode.verdict)
+        return observation, reward, episode.ended and not episode.truncated, episode.truncated, info
+
+    def reward(self, verdict: Verdict) -> float:
+        """The reward of a finished episode under the env's profile (outcome reward by default)."""
+        if self.profile is None:
+            return verdict.outcome_reward or 0.0
+        from ..rewards import score
+
+        value = score(self.profile, self.episode, verdict)
+        return 0.0 if value is None else value
+
+    def digest(self) -> str:
+        """A SHA-256 of the database's full state (for determinism checks)."""
+        return digest(self.db)
+
+    def render(self) -> str | None:
+        if self._episode is None or not self._episode.trace:
+            return None
+        last = self._episode.trace[-1]
+        return f"turn {last.turn}: {last.action}\n-> {last.observation}"
+
+    def close(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except DatabaseError:
+                pass
+            self._db = None

@@ -1,0 +1,279 @@
+"""One episode's state machine: an action in, one tool call executed, an observation out.
+
+This is the whole step contract, free of Gymnasium so the runner can drive it
+directly. Per action, in order:
+
+1. parse ``{"tool": NAME, "args": {...}}``; a malformed action, an unknown tool,
+   a tool the role lacks or invalid arguments is a *rejected attempt* (counted,
+   not executed, answered with what was wrong);
+2. a scheduled change of request whose time has come is delivered;
+3. a write first passes the events layer (:mod:`._events`): held because the
+   customer's new message arrived first, refused once by the stress layer, or
+   hit by a scenario fault (refused, or carried out with an unknown outcome);
+4. the tool runs in one committed transaction; an application refusal is status
+   ``error``; a database failure ends the episode *not scored*;
+5. ``finish``/``give_up`` end the episode, the turn limit truncates it; then
+   the checks decide the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends import ApplicationError, Database, DatabaseError
+from ..scenarios import Scenario
+from ..services import duplicate_effects
+from ..tools import ENDING_TOOLS, Tool, ToolContext, ToolFailed, ToolInputError
+from ..verdict import Ending, EpisodeMetrics, Outcome, Verdict, judge
+from ..worlds import World
+from ..worlds._world import _unknown
+from ._customer import Customer, ScriptedCustomer
+from ._events import Events, WriteDecision
+
+MAX_RESULT_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One step of an episode, as recorded."""
+
+    turn: int
+    """1-based turn number."""
+    action: str
+    """The action text as the agent sent it."""
+    tool: str | None
+    """The tool called (None when the action was malformed)."""
+    status: str
+    """``ok``, ``error``, ``unknown`` or ``rejected``."""
+    observation: str
+    """The observation returned."""
+    fault: str | None
+    """The fault or stress event injected on this call, if any."""
+    latency_ms: float
+    """Wall time to execute the step (diagnostic only; never part of an observation)."""
+
+
+@dataclass
+class _Journal:
+    tool: Tool
+    args: dict[str, Any]
+    executed: bool
+    result: Any = None
+
+
+@dataclass
+class _Counters:
+    rejected: int = 0
+    contacts: int = 0
+    tool_calls: int = 0
+    faults: int = 0
+    stress: int = 0
+    journal: dict[str, _Journal] = field(default_factory=dict)
+
+
+class Rejected(Exception):
+    """An action that is not carried out; the message tells the agent what to fix."""
+
+
+class Episode:
+    """One attempt at one scenario on one database (already reset)."""
+
+    def __init__(
+        self,
+        world: World,
+        scenario: Scenario,
+        db: Database,
+        *,
+        stress: bool = True,
+        customer: Customer | None = None,
+    ) -> None:
+        self.world, self.scenario, self.db = world, scenario, db
+        self.tools = world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
+        self._all_tools = {t.name for t in world.tools} | set(self.tools)
+        self.customer = customer or ScriptedCustomer(scenario)
+        self.events = Events(scenario, stress=stress)
+        self.turn = 0
+        self.trace: list[TurnRecord] = []
+        self.verdict: Verdict | None = None
+        self._n = _Counters()
+        self._pending: list[str] = []
+
+    # -- the contract ------------------------------------------------------
+    def start(self) -> str:
+        """The first observation: the customer's request."""
+        return self._observe([self.customer.opening()], None)
+
+    def act(self, action: str) -> str:
+        """Execute one action and return the observation (see the module docstring)."""
+        if self.verdict is not None:
+            raise RuntimeError("the episode has ended; call reset() to start a new one")
+        self.turn += 1
+        started = time.perf_counter()
+        name: str | None = None
+        fault: str | None = None
+        ending: Ending | None = None
+        try:
+            name, args = self._parse(action)
+            if self.events.change_due(self.turn):
+                self._pending.append(self.customer.change())
+            result, fault = self._dispatch(self.tools[name], args)
+            ending = Ending(ENDING_TOOLS[name]) if name in ENDING_TOOLS else None
+        except Rejected as exc:
+            self._n.rejected += 1
+            result = {"status": "rejected", "error": str(exc)}
+        except DatabaseError as exc:
+            self._end(Ending.ERROR, not_scored=f"the environment failed: {exc}")
+            result = {"status": "error", "error": "the environment failed; this episode is not scored"}
+        if ending is not None:
+            self._end(ending)
+        elif self.verdict is None and self.turn >= self.scenario.turn_limit:
+            self._end(Ending.TURN_LIMIT)
+        observation = self._observe(self._pending, {"tool": name, **result})
+        self._pending = []
+        self.trace.append(
+            TurnRecord(self.turn, action, name, result["status"], observation, fault,
+                       (time.perf_counter() - started) * 1000)
+        )
+        return observation
+
+    @property
+    def ended(self) -> bool:
+        return self.verdict is not None
+
+    @property
+    def truncated(self) -> bool:
+        return self.verdict is not None and self.verdict.ending is Ending.TURN_LIMIT
+
+    # -- steps -------------------------------------------------------------
+    def _parse(self, action: str) -> tuple[str, dict[str, Any]]:
+        try:
+            data = json.loads(action)
+        except (TypeError, ValueError) as exc:
+            raise Rejected(
+                f'malformed action: expected JSON {{"tool": NAME, "args": {{...}}}}, got {action[:80]!r} ({exc})'
+            ) from None
+        if not isinstance(data, dict) or not isinstance(data.get("tool"), str):
+            raise Rejected(
+                f'malformed action: expected a JSON object with a string "tool", got {action[:80]!r}'
+            )
+        extra = sorted(set(data) - {"tool", "args"})
+        if extra:
+            raise Rejected(f'malformed action: unexpected key(s) {extra}; send only "tool" and "args"')
+        name = data["tool"]
+        if name not in self.tools:
+            if name in self._all_tools:
+                raise Rejected(
+                    f"tool {name!r} is not available to role {self.scenario.role!r}; "
+                    f"your tools: {', '.join(sorted(self.tools))}"
+                )
+            raise Rejected(_unknown("tool", name, self.tools, "this scenario"))
+        try:
+            args = self.tools[name].validate(data.get("args", {}))
+        except ToolInputError as exc:
+            raise Rejected(f"invalid arguments: {exc}") from None
+        return name, args
+
+    def _dispatch(self, tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        if tool.name == "ask_customer":
+            self._n.contacts += 1
+        if tool.kind == "read" or tool.name == "retry_operation":
+            return self._run(tool, args, self._next_op()), None
+        decision = self.events.before_write(tool.name)
+        if decision is WriteDecision.HOLD:
+            self._pending.append(self.customer.change())
+            return {"status": "error", "error": self.events.HELD_MESSAGE}, "held"
+        if decision is WriteDecision.STRESS_REFUSE:
+            self._n.stress += 1
+            return {"status": "error", "retryable": True, "error": self.events.STRESS_MESSAGE}, "stress_refusal"
+        op = self._next_op()
+        if decision is WriteDecision.REFUSE:
+            self._n.faults += 1
+            self._n.journal[op] = _Journal(tool, args, executed=False)
+            return {"status": "error", "retryable": True, "operation_id": op,
+                    "error": self.events.REFUSE_MESSAGE}, "refuse"
+        result = self._run(tool, args, op)
+        if result["status"] != "ok":
+            return result, None
+        self._n.journal[op] = _Journal(tool, args, executed=True, result=result["result"])
+        for message in self.events.after_write(self.customer):
+            self._pending.append(message)
+        if decision is WriteDecision.UNKNOWN:
+            self._n.faults += 1
+            return {"status": "unknown", "operation_id": op, "error": self.events.UNKNOWN_MESSAGE}, "unknown_outcome"
+        return result, None
+
+    def _run(self, tool: Tool, args: dict[str, Any], op: str) -> dict[str, Any]:
+        self._n.tool_calls += 1
+        ctx = ToolContext(db=self.db, now=self.world.now, operation_id=op,
+                          ask=self.customer.answer, replay=self._replay)
+        try:
+            with self.db.transaction():
+                value = tool.fn(ctx, **args)
+        except (ToolFailed, ApplicationError) as exc:
+            return {"status": "error", "error": str(exc)}
+        out: dict[str, Any] = {"status": "ok", "result": value}
+        if tool.kind == "write":
+            out["operation_id"] = op
+        return out
+
+    def _replay(self, operation_id: str) -> Any:
+        entry = self._n.journal.get(operation_id)
+        if entry is None:
+            known = ", ".join(self._n.journal) or "none yet"
+            raise ToolFailed(f"no operation {operation_id!r}; operations of this episode: {known}")
+        if not entry.executed:
+            ctx = ToolContext(db=self.db, now=self.world.now, operation_id=operation_id,
+                              ask=self.customer.answer, replay=self._replay)
+            entry.result = entry.tool.fn(ctx, **entry.args)
+            entry.executed = True
+        return {"replayed": operation_id, "original_result": entry.result}
+
+    def _next_op(self) -> str:
+        return f"op-{self.turn:04d}"
+
+    def _observe(self, messages: list[str], tool_result: dict[str, Any] | None) -> str:
+        obs = {
+            "turn": self.turn,
+            "turns_left": self.scenario.turn_limit - self.turn,
+            "messages": list(messages),
+            "tool_result": tool_result,
+        }
+        text = json.dumps(obs, sort_keys=True, default=str)
+        if len(text) > MAX_RESULT_CHARS and tool_result is not None:
+            cut = json.dumps(tool_result, sort_keys=True, default=str)[: MAX_RESULT_CHARS // 2]
+            obs["tool_result"] = {"tool": tool_result.get("tool"), "status": tool_result.get("status"),
+                                  "truncated": True, "partial": cut,
+                                  "note": "the result was too long and was cut; narrow the query"}
+            text = json.dumps(obs, sort_keys=True, default=str)
+        return text
+
+    # -- the end -------------------------------------------------------------
+    def _end(self, ending: Ending, *, not_scored: str | None = None) -> None:
+        checks: tuple = ()
+        reason = not_scored
+        if not_scored is None:
+            try:
+                outcome, checks, reason = judge(self.db, self.scenario.goal_checks, self.scenario.hard_rules)
+                duplicates = duplicate_effects(self.db)
+            except DatabaseError as exc:
+                outcome, reason, duplicates = Outcome.NOT_SCORED, f"the checks could not run: {exc}", 0
+        else:
+            outcome, duplicates = Outcome.NOT_SCORED, 0
+        goal_failed = any(c.kind == "goal" and not c.passed for c in checks)
+        n = self._n
+        metrics = EpisodeMetrics(
+            false_completion=ending is Ending.DONE and goal_failed and outcome is not Outcome.NOT_SCORED,
+            duplicate_effects=duplicates,
+            recovered=n.faults > 0 and outcome is Outcome.VERIFIED and duplicates == 0,
+            unnecessary_interruptions=max(0, n.contacts - self.scenario.max_customer_contacts),
+            rejected_attempts=n.rejected,
+            faults_injected=n.faults,
+            stress_events=n.stress,
+            customer_contacts=n.contacts,
+            turns=self.turn,
+            tool_calls=n.tool_calls,
+        )
+        self.verdict = Verdict(outcome, ending, checks, metrics, reason)

@@ -1,0 +1,37 @@
+"""``make("world/scenario")`` and the Gymnasium registration ``rehearsal/<world>-v0``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from ..worlds import load_world, world_names
+from ._env import RehearsalEnv
+
+ENV_VERSION = 0
+
+
+def make(env_id: str, **kwargs: Any) -> RehearsalEnv:
+    """The env of one scenario: ``make("shop/refund-item-0001", backend="sqlite")``.
+
+    Raises:
+        ValueError: ``env_id`` is not ``WORLD/SCENARIO``.
+        KeyError: an unknown world or scenario, with the closest matches.
+    """
+    world_name, sep, scenario_id = env_id.partition("/")
+    if not sep or not scenario_id:
+        raise ValueError(
+            f"expected an id 'WORLD/SCENARIO' (e.g. 'shop/refund-item-0001'), got {env_id!r}; "
+            f"worlds: {', '.join(world_names())}"
+        )
+    world = load_world(world_name)
+    return RehearsalEnv(world.scenario(scenario_id), world, **kwargs)
+
+
+def register_envs() -> None:
+    """Register ``rehearsal/<world>-v0`` with Gymnasium for every known world."""
+    for name in world_names():
+        env_id = f"rehearsal/{name}-v{ENV_VERSION}"
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point="rehearsal_env.env:RehearsalEnv", kwargs={"world": name})

@@ -1,0 +1,139 @@
+"""Scenario specs: the customer's request, events during the work, checks and solutions.
+
+Everything here is a frozen dataclass; a world produces its scenarios from
+templates and seeded parameters (see each world's ``scenarios`` module), and
+:func:`rehearsal_env.scenarios.load_scenarios` reads the same specs from TOML.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..checks import Check
+
+Split = Literal["train", "dev", "holdout"]
+SPLITS: tuple[Split, ...] = ("train", "dev", "holdout")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One action: a tool name and its arguments."""
+
+    tool: str
+    """The tool's name."""
+    args: Mapping[str, Any] = field(default_factory=dict)
+    """The arguments, as JSON values."""
+
+    def to_action(self) -> str:
+        """The action text an env's ``step`` takes."""
+        return json.dumps({"tool": self.tool, "args": dict(self.args)}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A scripted way to play a scenario: calls in order, and how to react to trouble.
+
+    The reactions make one script valid whatever the stress layer and faults do:
+    a call refused with a retryable error, or held because the customer's
+    message arrived first, is sent again; after an unknown outcome the player
+    either re-sends safely with ``retry_operation`` (careful) or repeats the
+    write (careless).
+    """
+
+    name: str
+    """``reference`` or ``wrong:<what-it-does-wrong>``."""
+    calls: tuple[ToolCall, ...]
+    """The calls to make, in order (ending with ``finish`` or ``give_up``)."""
+    on_refusal: Literal["retry", "ignore"] = "retry"
+    """After a retryable error: send the call again, or move on as if it worked."""
+    on_unknown: Literal["retry_operation", "repeat"] = "retry_operation"
+    """After an unknown outcome: ``retry_operation(operation_id)``, or repeat the write."""
+
+
+@dataclass(frozen=True)
+class RequestChange:
+    """The customer changes the request during the work."""
+
+    when: Literal["before_first_write", "after_first_write", "turn"]
+    """When the new message arrives (``turn``: at the start of turn ``turn``)."""
+    message: str
+    """What the customer says; the goal checks belong to this final request."""
+    turn: int | None = None
+    """The turn, when ``when == "turn"``."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Something that goes wrong on purpose, on the ``call``-th executed call of ``tool``."""
+
+    tool: str
+    """The write tool the fault hits."""
+    kind: Literal["refuse", "unknown_outcome"]
+    """``refuse``: not carried out, status error. ``unknown_outcome``: carried out, status unknown."""
+    call: int = 1
+    """Which call of the tool (1 = the first that reaches the application)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One task for an agent (the console calls it a job)."""
+
+    id: str
+    """Unique within the world, e.g. ``refund-item-0007``."""
+    world: str
+    """The world's registered name."""
+    split: Split
+    """``train``, ``dev`` or ``holdout``."""
+    role: str
+    """The role the agent plays; it decides the tools."""
+    category: str
+    """What kind of work (refund, cancellation, address, email, ticket, question, ...)."""
+    request: str
+    """What the customer asks at reset."""
+    goal_checks: tuple[Check, ...]
+    """Checks that the final request was done."""
+    hard_rules: tuple[Check, ...]
+    """Checks for things that must never happen."""
+    reference: Solution
+    """A solution that is verified."""
+    wrong: tuple[Solution, ...] = ()
+    """Named careless solutions; none may be verified."""
+    turn_limit: int = 20
+    """Steps before the episode is truncated."""
+    facts: tuple[tuple[str, str], ...] = ()
+    """What the customer knows: (keyword in a question, answer)."""
+    change: RequestChange | None = None
+    """A change of request during the work, if any."""
+    faults: tuple[Fault, ...] = ()
+    """Faults injected into tool calls."""
+    max_customer_contacts: int = 1
+    """``ask_customer`` calls allowed before they count as unnecessary interruptions."""
+    scope: tuple[str, ...] = ()
+    """Tables the scenario may change (empty for a read-only question)."""
+
+    @property
+    def offers_retry(self) -> bool:
+        """Whether ``retry_operation`` is available (scenarios with an unknown-outcome fault)."""
+        return any(f.kind == "unknown_outcome" for f in self.faults)
+
+    @property
+    def final_request(self) -> str:
+        return self.change.message if self.change else self.request
+
+    def solution(self, name: str) -> Solution:
+        """The reference or a named wrong solution (``wrong:...``)."""
+        for sol in (self.reference, *self.wrong):
+            if sol.name == name:
+                return sol
+        known = ", ".join(s.name for s in (self.reference, *self.wrong))
+        raise KeyError(f"scenario {self.id!r} has no solution {name!r}; it has: {known}")
+
+
+def scenario_dict(scenario: Scenario) -> dict[str, Any]:
+    """A JSON-able description (for ``rehearsal world show`` and fingerprints)."""
+    from dataclasses import asdict
+
+    return asdict(scenario)

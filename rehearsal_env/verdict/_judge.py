@@ -1,0 +1,28 @@
+"""Run a scenario's checks on the episode's database and decide the outcome."""
+
+from __future__ import annotations
+
+from ..backends import Database, DatabaseError
+from ..checks import Check, CheckError, CheckKind, CheckRefused, CheckResult
+from ._verdict import Outcome
+
+
+def run_check(db: Database, check: Check, kind: CheckKind) -> CheckResult:
+    """Evaluate one check read-only; an evaluation failure is reported in ``error``."""
+    try:
+        held = db.check_value(check.sql, check.params)
+    except (CheckError, CheckRefused, DatabaseError) as exc:
+        return CheckResult(check.name, kind, check.op, check.want, None, False, error=str(exc))
+    return CheckResult(check.name, kind, check.op, check.want, held, check.compare(held))
+
+
+def judge(
+    db: Database, goal_checks: tuple[Check, ...], hard_rules: tuple[Check, ...]
+) -> tuple[Outcome, tuple[CheckResult, ...], str | None]:
+    """Run every check and return (outcome, results, reason-if-not-scored)."""
+    from ._verdict import decide
+
+    goal = [run_check(db, c, "goal") for c in goal_checks]
+    rules = [run_check(db, c, "hard_rule") for c in hard_rules]
+    outcome, reason = decide(goal, rules)
+    return outcome, (*goal, *rules), reason

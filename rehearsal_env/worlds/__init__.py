@@ -1,0 +1,45 @@
+"""Worlds: built-in worlds are registered by name; ``load_world(name)`` returns one.
+
+A world package (``rehearsal_env/worlds/<name>/``) has the same shape every
+time: ``schema`` (tables), ``data`` (seed rows), ``tools``, ``scenarios``, and
+an ``__init__`` whose docstring is the world's spec sheet and which builds the
+:class:`World`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from ..schema import Column, Table, col
+from ._world import Policy, Role, World, _unknown
+
+_BUILTIN = {"shop": "rehearsal_env.worlds.shop"}
+_REGISTRY: dict[str, Callable[[], World]] = {}
+
+
+def register_world(name: str, factory: Callable[[], World]) -> None:
+    """Register a world under ``name`` (a factory, so loading stays lazy)."""
+    _REGISTRY[name] = factory
+
+
+def world_names() -> list[str]:
+    """Every registered world's name."""
+    return sorted({*_BUILTIN, *_REGISTRY})
+
+
+def load_world(name: str) -> World:
+    """The registered world ``name``.
+
+    Raises:
+        KeyError: naming the known worlds and the closest match.
+    """
+    if name not in _REGISTRY and name in _BUILTIN:
+        module = importlib.import_module(_BUILTIN[name])
+        register_world(name, module.build_world)
+    if name not in _REGISTRY:
+        raise KeyError(_unknown("world", name, dict.fromkeys(world_names()), "rehearsal_env"))
+    return _REGISTRY[name]()
+
+
+__all__ = ["Column", "Policy", "Role", "Table", "World", "col", "load_world", "register_world", "world_names"]
