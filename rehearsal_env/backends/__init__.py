@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._database import ApplicationError, Database, DatabaseError, Dialect, digest, table_rows
+from ._database import ApplicationError, Database, DatabaseError, Dialect, changes, digest, table_rows
 
 if TYPE_CHECKING:
     from ..worlds import World
@@ -44,6 +44,7 @@ __all__ = [
     "Database",
     "DatabaseError",
     "Dialect",
+    "changes",
     "digest",
     "open_database",
     "table_rows",

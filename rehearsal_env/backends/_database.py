@@ -97,3 +97,21 @@ def digest(db: Database) -> str:
             h.update(json.dumps([_canonical(v) for v in row], default=str).encode())
             h.update(b"\n")
     return h.hexdigest()
+
+
+def changes(db: Database, snapshot: dict[str, Sequence[Row]]) -> dict[str, dict[str, list[Row]]]:
+    """Rows inserted, updated (new values) and deleted in every table, against ``snapshot``.
+
+    ``snapshot`` maps table name to its rows at reset (a world's seed rows).
+    Together with the snapshot this rebuilds the end state offline.
+    """
+    out: dict[str, dict[str, list[Row]]] = {}
+    for table in db.tables:
+        before = {row[0]: tuple(row) for row in snapshot.get(table.name, ())}
+        after = {row[0]: tuple(row) for row in table_rows(db, table)}
+        inserted = [after[k] for k in sorted(after.keys() - before.keys())]
+        deleted = [before[k] for k in sorted(before.keys() - after.keys())]
+        updated = [after[k] for k in sorted(after.keys() & before.keys()) if after[k] != before[k]]
+        if inserted or updated or deleted:
+            out[table.name] = {"inserted": inserted, "updated": updated, "deleted": deleted}
+    return out
