@@ -71,6 +71,7 @@ class _Counters:
     tool_calls: int = 0
     faults: int = 0
     stress: int = 0
+    tokens: int | None = None
     journal: dict[str, _Journal] = field(default_factory=dict)
 
 
@@ -159,9 +160,12 @@ class Episode:
             raise Rejected(
                 f'malformed action: expected a JSON object with a string "tool", got {action[:80]!r}'
             )
-        extra = sorted(set(data) - {"tool", "args"})
+        extra = sorted(set(data) - {"tool", "args", "usage"})
         if extra:
-            raise Rejected(f'malformed action: unexpected key(s) {extra}; send only "tool" and "args"')
+            raise Rejected(
+                f'malformed action: unexpected key(s) {extra}; send "tool", "args" and optionally "usage"'
+            )
+        self._count_usage(data.get("usage"))
         name = data["tool"]
         if name not in self.tools:
             if name in self._all_tools:
@@ -175,6 +179,15 @@ class Episode:
         except ToolInputError as exc:
             raise Rejected(f"invalid arguments: {exc}") from None
         return name, args
+
+    def _count_usage(self, usage: Any) -> None:
+        """Add the tokens an agent reports with an action: ``"usage": {"tokens": N}``."""
+        if usage is None:
+            return
+        tokens = usage.get("tokens") if isinstance(usage, dict) else None
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise Rejected(f'malformed action: "usage" must be {{"tokens": N}} with N >= 0, got {usage!r}')
+        self._n.tokens = (self._n.tokens or 0) + tokens
 
     def _dispatch(self, tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         if tool.name == "ask_customer":
@@ -275,5 +288,6 @@ class Episode:
             customer_contacts=n.contacts,
             turns=self.turn,
             tool_calls=n.tool_calls,
+            tokens=n.tokens,
         )
         self.verdict = Verdict(outcome, ending, checks, metrics, reason)

@@ -64,6 +64,8 @@ class EpisodeMetrics:
     """Steps taken (rejected attempts included)."""
     tool_calls: int = 0
     """Tool calls carried out or attempted against the application."""
+    tokens: int | None = None
+    """Tokens the agent reported with its actions; None when it reported none (external mode)."""
 
 
 @dataclass(frozen=True)
