@@ -16,11 +16,13 @@ from ._world import Policy, Role, World, _unknown
 
 _BUILTIN = {"shop": "rehearsal_env.worlds.shop"}
 _REGISTRY: dict[str, Callable[[], World]] = {}
+_LOADED: dict[str, World] = {}
 
 
 def register_world(name: str, factory: Callable[[], World]) -> None:
     """Register a world under ``name`` (a factory, so loading stays lazy)."""
     _REGISTRY[name] = factory
+    _LOADED.pop(name, None)
 
 
 def world_names() -> list[str]:
@@ -29,7 +31,7 @@ def world_names() -> list[str]:
 
 
 def load_world(name: str) -> World:
-    """The registered world ``name``.
+    """The registered world ``name`` (built once per process; worlds are immutable).
 
     Raises:
         KeyError: naming the known worlds and the closest match.
@@ -39,7 +41,9 @@ def load_world(name: str) -> World:
         register_world(name, module.build_world)
     if name not in _REGISTRY:
         raise KeyError(_unknown("world", name, dict.fromkeys(world_names()), "rehearsal_env"))
-    return _REGISTRY[name]()
+    if name not in _LOADED:
+        _LOADED[name] = _REGISTRY[name]()
+    return _LOADED[name]
 
 
 __all__ = ["Column", "Policy", "Role", "Table", "World", "col", "load_world", "register_world", "world_names"]

@@ -44,7 +44,7 @@ class Policy:
     """Names of the hard-rule checks that turn it into SQL (scenarios reuse these names)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class World:
     """Everything one application's practice world is made of."""
 
