@@ -39,6 +39,7 @@ class RehearsalEnv(gym.Env[str, str]):
         stress: Whether the stress layer is on (default True).
         profile: The reward profile's name (None: the outcome reward).
         customer: A customer to use instead of the scripted one.
+        database: An open database of ``world`` to use (and not close); else the env opens its own.
         backend_options: Passed to the backend (PostgreSQL: ``dsn``).
     """
 
@@ -53,6 +54,7 @@ class RehearsalEnv(gym.Env[str, str]):
         stress: bool = True,
         profile: str | None = None,
         customer: Customer | None = None,
+        database: Database | None = None,
         render_mode: str | None = None,
         **backend_options: Any,
     ) -> None:
@@ -70,7 +72,8 @@ class RehearsalEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self._customer = customer
         self._backend_options = backend_options
-        self._db: Database | None = None
+        self._db: Database | None = database
+        self._owns_db = database is None
         self._episode: Episode | None = None
         self.tools = self.world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
         self.observation_space = spaces.Text(max_length=MAX_OBSERVATION, charset=CHARSET)
@@ -135,7 +138,7 @@ class RehearsalEnv(gym.Env[str, str]):
         return f"turn {last.turn}: {last.action}\n-> {last.observation}"
 
     def close(self) -> None:
-        if self._db is not None:
+        if self._db is not None and self._owns_db:
             try:
                 self._db.close()
             except DatabaseError:

@@ -1,0 +1,67 @@
+"""Measuring runs: headline numbers with intervals, pass^k, the resolution floor, comparisons, plots.
+
+The scenario is the unit throughout: repeats of one scenario are averaged first, and intervals,
+tests and floors work over scenarios (see each module's docstring for the method and references;
+the specification is ``notes/statistics.md``). Typical use::
+
+    from rehearsal_env.measure import load_run, summarize, compare, format_report
+    (run,) = load_run("runs/2024-06-01")
+    print(format_report(summarize(run)))
+"""
+
+from pathlib import Path
+
+from ._compare import BELOW_FLOOR, Comparison, MetricComparison, ProvenanceMismatch, Reproducibility, compare
+from ._floor import Z80, Floor, observed_floor, run_floor
+from ._format import format_comparison, format_report, to_json
+from ._intervals import Estimate, clopper_pearson_upper, clustered_se, mean_estimate, rate_estimate, wilson
+from ._load import AgentRun, RunError, ScenarioEpisodes, load_run, select_agent
+from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
+from ._passk import PassK, pass_all, pass_any, pass_k_table
+from ._summary import AgentReport, summarize
+
+
+def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path) -> Path:
+    """Draw one or two runs' per-scenario outcomes into a PNG (matplotlib, Agg; imported on first use)."""
+    from ._plot import plot_runs as draw
+
+    return draw(runs, reports, path)
+
+
+__all__ = [
+    "BELOW_FLOOR",
+    "Z80",
+    "AgentReport",
+    "AgentRun",
+    "Comparison",
+    "Estimate",
+    "Floor",
+    "MetricComparison",
+    "PairedTest",
+    "PassK",
+    "ProvenanceMismatch",
+    "Reproducibility",
+    "RunError",
+    "ScenarioEpisodes",
+    "clopper_pearson_upper",
+    "clustered_se",
+    "compare",
+    "format_comparison",
+    "format_report",
+    "load_run",
+    "mcnemar_exact",
+    "mean_estimate",
+    "observed_floor",
+    "paired_t",
+    "pass_all",
+    "pass_any",
+    "pass_k_table",
+    "plot_runs",
+    "rate_estimate",
+    "run_floor",
+    "select_agent",
+    "sign_flip",
+    "summarize",
+    "to_json",
+    "wilson",
+]

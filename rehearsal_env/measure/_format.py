@@ -1,0 +1,118 @@
+"""Rendering reports as a readable text table and as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from ._compare import Comparison
+from ._floor import ALPHA, POWER
+from ._intervals import Estimate
+from ._summary import LABELS, AgentReport
+
+
+def to_json(obj: Any) -> str:
+    """JSON of result records (dataclasses), with NaN and infinities as null."""
+    return json.dumps(_plain(obj), indent=2)
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _ci(e: Estimate) -> str:
+    return f"[{_f(e.low)}, {_f(e.high)}]"
+
+
+def _rate_row(label: str, e: Estimate) -> str:
+    count = f"{e.count}/{e.n_episodes}" if e.count is not None else ""
+    extra = e.method
+    if e.exact_upper is not None:
+        extra += f"; exact upper bound {_f(e.exact_upper)} (one-sided 95%, Clopper-Pearson)"
+    if e.exact_lower is not None:
+        extra += f"; exact lower bound {_f(e.exact_lower)} (one-sided 95%, Clopper-Pearson)"
+    if e.design_effect is not None:
+        extra += f"; design effect {e.design_effect:.2f}"
+    return f"  {label:<22}{_f(e.value):>7}  {_ci(e):<17}{count:>9}  {extra}"
+
+
+def format_report(r: AgentReport) -> str:
+    """The one-run table: headline numbers, pass^k / pass@k, resolution floors."""
+    splits = ", ".join(f"{k} {v}" for k, v in r.splits.items())
+    lines = [
+        f"run {r.run}  agent {r.agent}",
+        f"  {r.n_scenarios} scenarios x {r.repeats} repeats: {r.n_scored} scored episodes; "
+        f"{r.n_not_scored} not scored (excluded from every rate); splits: {splits}",
+    ]
+    if not r.balanced:
+        lines.append("  unbalanced repeats after exclusions: each scenario still weighs the same")
+    if r.missing_rewards:
+        lines.append(f"  {r.missing_rewards} scored episodes have no reward (left out of the mean reward)")
+    lines += [
+        "  95% intervals with the scenario as the unit",
+        f"  {'':<22}{'value':>7}  {'95% CI':<17}{'count':>9}  method",
+        _rate_row(LABELS["verified"], r.verified),
+        _rate_row(LABELS["rule_violated"], r.rule_violated),
+        _rate_row(LABELS["false_completion"], r.false_completion),
+        _rate_row(LABELS["reward"], r.mean_reward),
+        f"  {'k':>3}  {'pass^k':>7}  {'95% CI':<17}{'pass@k':>7}  {'95% CI':<17}",
+    ]
+    for p in r.pass_k:
+        left = f" ({p.scenarios_left_out} scenarios with < k scored left out)" if p.scenarios_left_out else ""
+        lines.append(f"  {p.k:>3}  {_f(p.pass_all.value):>7}  {_ci(p.pass_all):<17}"
+                     f"{_f(p.pass_any.value):>7}  {_ci(p.pass_any):<17}{left}")
+    lines.append(f"  resolution floor (alpha {ALPHA}, power {POWER:.0%}):")
+    for fl in r.floors:
+        label = LABELS[fl.metric]
+        if not fl.known:
+            lines.append(f"    {label}: {fl.note}")
+            continue
+        flips = f"; flip rate {_f(fl.flip_rate)}" if fl.flip_rate is not None else ""
+        lines.append(f"    {label}: RF({fl.repeats}) = {_f(fl.floor_k)}, RF(1) = {_f(fl.floor_1)}"
+                     f" (within-scenario variance {_f(fl.within_variance, 4)}{flips})")
+    return "\n".join(lines)
+
+
+def format_comparison(c: Comparison) -> str:
+    """The two-run table: per metric difference, interval, tests, floor and verdict."""
+    kind = "same checkpoint: the difference is drift" if c.same_checkpoint else "paired by scenario"
+    lines = [f"A = {c.run_a} ({c.agent_a})  vs  B = {c.run_b} ({c.agent_b}); {kind}"]
+    if c.provenance_differs:
+        lines.append(f"  WARNING: provenance differs in {', '.join(c.provenance_differs)} (compared with --force)")
+    for side, names in (("A", c.only_in_a), ("B", c.only_in_b)):
+        if names:
+            lines.append(f"  {len(names)} scenarios scored only in {side} are left out: {', '.join(names[:5])}"
+                         + (" ..." if len(names) > 5 else ""))
+    lines.append(f"  {'':<20}{'A':>7}{'B':>7}{'A - B':>8}  {'95% CI':<18}{'corr':>5}  floor")
+    for m in c.metrics:
+        lines.append(f"  {LABELS[m.metric]:<20}{_f(m.value_a):>7}{_f(m.value_b):>7}{m.difference:>+8.3f}  "
+                     f"[{_f(m.low)}, {_f(m.high)}]".ljust(64) + f"{_f(m.correlation, 2):>5}  {_f(m.floor)}")
+        for t in m.tests:
+            lines.append(f"      {t.name}: p = {t.p_value:.3g} ({t.detail})")
+        lines.append(f"      floor from {m.floor_source}")
+        lines.append(f"      => {m.verdict}")
+    rep = c.reproducibility
+    if rep is not None:
+        lines += [
+            "  same checkpoint twice:",
+            f"    flips {rep.flips} of {rep.pairs} episode pairs (rate {_f(rep.flip_rate)}); "
+            f"expected from repeats {_f(rep.within_flip_rate)}",
+            f"    observed floor {_f(rep.observed_floor)}; floor predicted by the repeats {_f(rep.within_floor)}",
+            f"    drift {rep.drift:+.3f}, p = {rep.drift_p:.3g}",
+            f"    {rep.note}",
+        ]
+    return "\n".join(lines)

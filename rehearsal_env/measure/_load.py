@@ -1,0 +1,185 @@
+"""Reading a run directory into per-agent, per-scenario outcome arrays.
+
+A run directory holds ``episodes.parquet`` (one row per episode), ``provenance.json`` and
+``summary.json`` (not needed here). Not-scored episodes are kept only as a count: they are
+excluded from every rate. Each scenario keeps its scored episodes' repeat indices, so two runs
+can be paired episode by episode when counting flips.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
+"""The outcome values an episode may have."""
+REQUIRED_COLUMNS = ("scenario", "split", "agent", "repeat", "outcome", "reward", "false_completion")
+"""Columns ``episodes.parquet`` must have (``outcome_reward`` is read when present)."""
+METRICS = ("verified", "rule_violated", "false_completion", "reward")
+"""Per-episode values kept for every scored episode: three 0/1 outcomes and the reward."""
+
+
+class RunError(ValueError):
+    """A run directory that cannot be read as the runner's output."""
+
+
+@dataclass(frozen=True, eq=False)
+class ScenarioEpisodes:
+    """The scored episodes of one scenario for one agent."""
+
+    scenario: str
+    """Scenario id."""
+    split: str
+    """train / dev / holdout."""
+    repeats: np.ndarray
+    """Repeat index of each scored episode (0-based), sorted."""
+    values: Mapping[str, np.ndarray] = field(repr=False)
+    """Metric name -> per-episode value aligned with ``repeats`` (reward is NaN where missing)."""
+    not_scored: int
+    """Episodes of this scenario that were not scored (excluded)."""
+
+    def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """(repeat indices, values) of ``metric``, without missing values."""
+        v = self.values[metric]
+        keep = ~np.isnan(v)
+        return self.repeats[keep], v[keep]
+
+
+@dataclass(frozen=True, eq=False)
+class AgentRun:
+    """One agent's episodes in one run directory."""
+
+    run: str
+    """The run directory, as given."""
+    agent: str
+    """Agent name (the checkpoint)."""
+    scenarios: tuple[ScenarioEpisodes, ...]
+    """Per scenario, sorted by scenario id."""
+    repeats: int
+    """Repeats per scenario in the run's design: the most episodes any scenario has."""
+    provenance: Mapping[str, Any] = field(repr=False)
+    """The run's provenance blob."""
+
+    def per_scenario(self, metric: str) -> dict[str, np.ndarray]:
+        """Scenario id -> that scenario's values of ``metric`` (scenarios without values left out)."""
+        out = {}
+        for s in self.scenarios:
+            v = s.series(metric)[1]
+            if len(v):
+                out[s.scenario] = v
+        return out
+
+    @property
+    def n_scored(self) -> int:
+        return int(sum(len(s.repeats) for s in self.scenarios))
+
+    @property
+    def n_not_scored(self) -> int:
+        return int(sum(s.not_scored for s in self.scenarios))
+
+    @property
+    def missing_rewards(self) -> int:
+        """Scored episodes whose reward is null (left out of the mean reward only)."""
+        return int(sum(np.isnan(s.values["reward"]).sum() for s in self.scenarios))
+
+    @property
+    def splits(self) -> dict[str, int]:
+        """Split -> number of scenarios."""
+        out: dict[str, int] = {}
+        for s in self.scenarios:
+            out[s.split] = out.get(s.split, 0) + 1
+        return dict(sorted(out.items()))
+
+
+def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
+    """Every agent's episodes in run directory ``path`` (only scenarios of ``split`` if given)."""
+    root = Path(path)
+    episodes = root / "episodes.parquet"
+    if not episodes.is_file():
+        raise RunError(f"{root}: expected a run directory with episodes.parquet; {episodes} does not exist "
+                       "(pass the directory the runner wrote)")
+    table = pq.read_table(episodes)
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    if missing:
+        raise RunError(f"{episodes}: expected columns {list(REQUIRED_COLUMNS)}; missing {missing} "
+                       f"(has {table.column_names}); regenerate the run with the current runner")
+    rows = table.select(list(REQUIRED_COLUMNS)).to_pylist()
+    provenance = read_provenance(root)
+    bad = sorted({str(r["outcome"]) for r in rows} - set(OUTCOMES))
+    if bad:
+        raise RunError(f"{episodes}: expected outcomes in {list(OUTCOMES)}; found {bad}")
+    if split is not None:
+        rows = [r for r in rows if r["split"] == split]
+        if not rows:
+            raise RunError(f"{episodes}: no episodes in split {split!r}; leave out --split or choose "
+                           f"one of {sorted({str(r['split']) for r in table.to_pylist()})}")
+    if not rows:
+        raise RunError(f"{episodes}: expected at least one episode; the file has no rows")
+    agents = sorted({str(r["agent"]) for r in rows})
+    return [_agent_run(str(path), a, [r for r in rows if r["agent"] == a], provenance) for a in agents]
+
+
+def read_provenance(root: Path) -> dict[str, Any]:
+    """The provenance blob of a run directory (an error that says what is wrong when it is unusable)."""
+    path = root / "provenance.json"
+    if not path.is_file():
+        raise RunError(f"{root}: expected provenance.json next to episodes.parquet; it is missing "
+                       "(runs without provenance cannot be compared; regenerate the run)")
+    try:
+        blob = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise RunError(f"{path}: expected a JSON object; it does not parse ({e})") from e
+    if not isinstance(blob, dict):
+        raise RunError(f"{path}: expected a JSON object; found {type(blob).__name__}")
+    return blob
+
+
+def _agent_run(run: str, agent: str, rows: list[dict[str, Any]], provenance: dict[str, Any]) -> AgentRun:
+    by_scenario: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_scenario.setdefault(str(r["scenario"]), []).append(r)
+    scenarios = []
+    for name in sorted(by_scenario):
+        eps = sorted(by_scenario[name], key=lambda r: int(r["repeat"]))
+        reps = [int(r["repeat"]) for r in eps]
+        if len(set(reps)) != len(reps):
+            raise RunError(f"{run}: agent {agent!r}, scenario {name!r}: expected each repeat once; "
+                           f"repeat indices {reps} repeat (the run directory mixes two runs?)")
+        scored = [r for r in eps if r["outcome"] != "not_scored"]
+        splits = {str(r["split"]) for r in eps}
+        if len(splits) != 1:
+            raise RunError(f"{run}: scenario {name!r}: expected one split; found {sorted(splits)}")
+        values = {
+            "verified": np.array([r["outcome"] == "verified" for r in scored], dtype=float),
+            "rule_violated": np.array([r["outcome"] == "rule_violated" for r in scored], dtype=float),
+            "false_completion": np.array([bool(r["false_completion"]) for r in scored], dtype=float),
+            "reward": np.array([np.nan if r["reward"] is None else float(r["reward"]) for r in scored]),
+        }
+        scenarios.append(ScenarioEpisodes(
+            scenario=name,
+            split=splits.pop(),
+            repeats=np.array([int(r["repeat"]) for r in scored], dtype=int),
+            values=values,
+            not_scored=len(eps) - len(scored),
+        ))
+    repeats = max(len(v) for v in by_scenario.values())
+    return AgentRun(run=run, agent=agent, scenarios=tuple(scenarios), repeats=repeats, provenance=provenance)
+
+
+def select_agent(runs: list[AgentRun], agent: str | None, where: str) -> AgentRun:
+    """The one agent of a run, or the named one (an error listing the agents otherwise)."""
+    names = [r.agent for r in runs]
+    if agent is None:
+        if len(runs) != 1:
+            raise RunError(f"{where}: expected one agent to compare; found {names}; choose one with --agent NAME")
+        return runs[0]
+    for r in runs:
+        if r.agent == agent:
+            return r
+    raise RunError(f"{where}: expected agent {agent!r}; the run has {names}")

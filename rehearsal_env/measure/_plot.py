@@ -1,0 +1,104 @@
+"""A picture of one or two runs: every episode's outcome, and each scenario's verified rate.
+
+Left: a grid of scenarios (rows) by repeats (columns), one block per run, coloured by outcome.
+Right: each scenario's verified rate with its Wilson 95% interval over that scenario's repeats
+(wide with few repeats, as it should be), and the run's overall rate with its clustered interval
+as a shaded band. Rows are sorted by the verified rate, so the easy and the hard scenarios group.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from ._intervals import wilson  # noqa: E402
+from ._load import AgentRun  # noqa: E402
+from ._summary import AgentReport  # noqa: E402
+
+OUTCOME_COLOURS = {"not scored": "#ffffff", "not achieved": "#c8c8c8", "verified": "#2e8b57",
+                   "rule violated": "#c0392b"}
+"""Outcome -> colour, in code order 0..3."""
+RUN_COLOURS = ("#1f4e9c", "#e07b00")
+"""Run A, run B."""
+
+
+def _grid(run: AgentRun, names: list[str]) -> np.ndarray:
+    """Scenario x repeat outcome codes: 0 not scored or missing, 1 not achieved, 2 verified, 3 violated."""
+    grid = np.zeros((len(names), run.repeats))
+    by_name = {s.scenario: s for s in run.scenarios}
+    for i, name in enumerate(names):
+        s = by_name.get(name)
+        if s is None:
+            continue
+        for rep, ver, vio in zip(s.repeats, s.values["verified"], s.values["rule_violated"], strict=True):
+            if rep < run.repeats:
+                grid[i, rep] = 3 if vio else 2 if ver else 1
+    return grid
+
+
+def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path) -> Path:
+    """Draw one or two runs' per-scenario outcomes into the PNG at ``path``."""
+    if not 1 <= len(runs) <= 2 or len(runs) != len(reports):
+        raise ValueError(f"expected one or two runs with their reports; got {len(runs)} runs, {len(reports)} reports")
+    rates = [{s: float(np.mean(v)) for s, v in r.per_scenario("verified").items()} for r in runs]
+    names = sorted(set().union(*rates), key=lambda s: (-float(np.mean([r[s] for r in rates if s in r])), s))
+    n = len(names)
+    height = 1.9 + 0.24 * n
+    widths = [r.repeats for r in runs] + [max(8.0, 1.2 * sum(r.repeats for r in runs))]
+    fig, axes = plt.subplots(1, len(runs) + 1, figsize=(11, height), sharey=True,
+                             gridspec_kw={"width_ratios": widths, "wspace": 0.08})
+    cmap = ListedColormap(list(OUTCOME_COLOURS.values()))
+    y = np.arange(n)
+    for i, (run, ax) in enumerate(zip(runs, axes[:-1], strict=True)):
+        ax.imshow(_grid(run, names), cmap=cmap, vmin=-0.5, vmax=3.5, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(run.repeats))
+        ax.set_xticks(np.arange(-0.5, run.repeats), minor=True)
+        ax.set_yticks(np.arange(-0.5, n), minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.2)
+        ax.tick_params(which="minor", length=0)
+        ax.set_xlabel("repeat")
+        ax.set_title(f"{'AB'[i]}: {run.agent}", fontsize=9, color=RUN_COLOURS[i])
+    axes[0].set_yticks(y)
+    axes[0].set_yticklabels(names, fontsize=8)
+    ax = axes[-1]
+    offsets = (0.0,) if len(runs) == 1 else (-0.17, 0.17)
+    for i, (run, rep) in enumerate(zip(runs, reports, strict=True)):
+        per = run.per_scenario("verified")
+        for j, name in enumerate(names):
+            if name not in per:
+                continue
+            v = per[name]
+            lo, hi = wilson(float(np.mean(v)), len(v))
+            ax.plot([lo, hi], [j + offsets[i]] * 2, color=RUN_COLOURS[i], alpha=0.45, linewidth=2)
+            ax.plot(float(np.mean(v)), j + offsets[i], "o", color=RUN_COLOURS[i], markersize=5)
+        e = rep.verified
+        ax.axvspan(e.low, e.high, color=RUN_COLOURS[i], alpha=0.10)
+        ax.axvline(e.value, color=RUN_COLOURS[i], linewidth=1.2, linestyle="--",
+                   label=f"{'AB'[i]} {run.agent}: {e.value:.2f} [{e.low:.2f}, {e.high:.2f}]")
+    ax.set_xlim(-0.03, 1.03)
+    ax.set_xlabel("verified rate per scenario (Wilson 95% CI over its repeats)")
+    ax.xaxis.grid(True, color="#eeeeee")
+    ax.set_ylim(n - 0.5, -0.5)
+    handles = [Patch(facecolor=c, edgecolor="#888888", label=k) for k, c in OUTCOME_COLOURS.items()]
+    legend_outcomes = fig.legend(handles=handles, loc="upper left", ncol=4, fontsize=8, frameon=False,
+                                 bbox_to_anchor=(0.02, 1 - 0.05 / height * 6))
+    fig.add_artist(legend_outcomes)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.9 / height * 2.2), fontsize=8, frameon=False,
+              title="overall verified rate, 95% CI (band), scenario as the unit", title_fontsize=8)
+    floor = reports[0].floors[0]
+    floor_text = f"resolution floor RF({floor.repeats}) = {floor.floor_k:.3f}" if floor.known else \
+        "resolution floor unknown (one repeat)"
+    fig.suptitle(f"Outcomes per scenario: {', '.join(r.run for r in runs)}\n{floor_text}", fontsize=10,
+                 y=1 - 0.02 / height * 6)
+    out = Path(path)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out

@@ -1,0 +1,160 @@
+"""Running episodes: one database per worker, built once and reset per episode.
+
+:func:`run_batch` is the unit of work (a worker process or a Ray actor calls
+it with a batch of :class:`EpisodeSpec`); :func:`run` plans a run, executes
+the batches, writes records as batches finish and the summary at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agents import Policy, make_agent
+from ..backends import Database, open_database
+from ..env import Episode, RehearsalEnv
+from ..records import EpisodeRecord, record_episode, write_part
+from ..scenarios import Scenario
+from ..verdict import Verdict
+from ..worlds import World, load_world
+from ._summary import summarize
+
+AgentFactory = Callable[[Scenario], Policy]
+"""Makes a fresh policy for one episode of a scenario."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What to run."""
+
+    world: str
+    """The world's name."""
+    agent: str = "reference"
+    """A built-in agent (``reference``, ``null``, ``wrong:<name>``) or a label for a user agent."""
+    split: str | None = None
+    """Only scenarios of this split (None: all)."""
+    scenarios: tuple[str, ...] = ()
+    """Only these scenario ids (empty: all of the split)."""
+    repeats: int = 1
+    """Episodes per scenario."""
+    seed: int = 0
+    """Base seed; repeat ``k`` resets with ``seed + k``."""
+    backend: str = "sqlite"
+    """sqlite or postgres."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend options (PostgreSQL: ``dsn``)."""
+    stress: bool = True
+    """Whether the stress layer is on."""
+    profile: str | None = None
+    """Reward profile (None: the outcome reward)."""
+    batch_size: int = 32
+    """Episodes per batch (one part file each)."""
+    run_id: str = field(default_factory=lambda: f"run_{uuid.uuid4().hex[:12]}")
+    """The run's id."""
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to play."""
+
+    scenario: str
+    """Scenario id."""
+    repeat: int
+    """Repeat index."""
+    seed: int
+    """Reset seed."""
+
+
+def plan(config: RunConfig, world: World) -> list[EpisodeSpec]:
+    """Every episode of the run, in a stable order (scenario, then repeat)."""
+    chosen = [s for s in world.scenarios(config.split)  # type: ignore[arg-type]
+              if not config.scenarios or s.id in config.scenarios]
+    if not chosen:
+        raise ValueError(f"no scenarios of world {world.name!r} match split={config.split!r} "
+                         f"scenarios={list(config.scenarios)}; see `rehearsal world show {world.name}`")
+    if config.agent.startswith("wrong:"):
+        chosen = [s for s in chosen if any(w.name == config.agent for w in s.wrong)]
+        if not chosen:
+            raise ValueError(f"no chosen scenario has the wrong solution {config.agent!r}")
+    return [EpisodeSpec(s.id, k, config.seed + k) for s in chosen for k in range(config.repeats)]
+
+
+def run_batch(config: RunConfig, specs: Sequence[EpisodeSpec], *, world: World | None = None,
+              agent_factory: AgentFactory | None = None, database: Database | None = None) -> list[EpisodeRecord]:
+    """Play ``specs`` on one database (opened here unless given) and return their records."""
+    world = world or load_world(config.world)
+    db = database or open_database(world, config.backend, **config.backend_options)
+    try:
+        return [play(config, world, db, spec, agent_factory) for spec in specs]
+    finally:
+        if database is None:
+            db.close()
+
+
+def play(config: RunConfig, world: World, db: Database, spec: EpisodeSpec,
+         agent_factory: AgentFactory | None = None) -> EpisodeRecord:
+    """One episode, start to verdict, as a record."""
+    scenario = world.scenario(spec.scenario)
+    env = RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile)
+    agent = agent_factory(scenario) if agent_factory else make_agent(config.agent, scenario)
+    result = run_episode(env, agent, seed=spec.seed)
+    return record_episode(result.episode, run_id=config.run_id, agent=config.agent, repeat=spec.repeat,
+                          seed=spec.seed, backend=config.backend, reward=result.reward)
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """A finished episode in memory."""
+
+    episode: Episode
+    """The episode (trace, database, scenario)."""
+    verdict: Verdict
+    """What the checks decided."""
+    reward: float
+    """The final step's reward under the env's profile."""
+
+
+def run_episode(env: RehearsalEnv, agent: Policy, *, seed: int = 0) -> EpisodeResult:
+    """Reset ``env`` and let ``agent`` act until the episode ends."""
+    observation, info = env.reset(seed=seed)
+    while True:
+        observation, reward, terminated, truncated, info = env.step(agent(observation, info))
+        if terminated or truncated:
+            return EpisodeResult(env.episode, info["verdict"], reward)
+
+
+def batches(specs: Sequence[EpisodeSpec], size: int) -> Iterator[list[EpisodeSpec]]:
+    for start in range(0, len(specs), size):
+        yield list(specs[start:start + size])
+
+
+def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory | None = None,
+        on_batch: Callable[[list[EpisodeRecord]], None] | None = None) -> dict[str, Any]:
+    """Run serially in this process, write records and ``summary.json`` to ``out_dir``; return the summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    world = load_world(config.world)
+    specs = plan(config, world)
+    records: list[EpisodeRecord] = []
+    db = open_database(world, config.backend, **config.backend_options)
+    try:
+        for part, batch in enumerate(batches(specs, config.batch_size)):
+            done = run_batch(config, batch, world=world, agent_factory=agent_factory, database=db)
+            write_part(out, done, part)
+            records.extend(done)
+            if on_batch:
+                on_batch(done)
+    finally:
+        db.close()
+    return write_summary(config, out, records)
+
+
+def write_summary(config: RunConfig, out: Path, records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    summary = summarize(records)
+    summary["config"] = {k: v for k, v in asdict(config).items() if k != "backend_options"}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
