@@ -113,6 +113,23 @@ class Scenario:
     """``ask_customer`` calls allowed before they count as unnecessary interruptions."""
     scope: tuple[str, ...] = ()
     """Tables the scenario may change (empty for a read-only question)."""
+    answer_sql: str | None = None
+    """Question scenarios: the oracle, one read-only SELECT whose single value is the right answer."""
+    answer_tolerance: float = 0.0
+    """Largest absolute difference accepted between a numeric answer and the oracle (0: exact)."""
+    method: str | None = None
+    """Required method: ``aggregate`` (the answer came out of a query where the database aggregated),
+    ``lookup`` (the answer was read from a tool result) or None (not judged)."""
+    required_actions: tuple[str, ...] = ()
+    """Tool calls that must succeed: ``"tool"``, or ``"first<then"`` (``first`` succeeds before ``then`` runs)."""
+    forbidden_actions: tuple[str, ...] = ()
+    """Tools that must never be called in this scenario."""
+    turn_budget: int | None = None
+    """Turns a good solution needs (None: the reference solution's calls plus 2)."""
+    tool_call_budget: int | None = None
+    """Tool calls a good solution needs (None: the reference solution's calls plus 2)."""
+    token_budget: int | None = None
+    """Tokens a good solution needs, when the agent reports tokens (None: 2,000 per budgeted turn)."""
 
     @property
     def offers_retry(self) -> bool:
