@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..checks import CheckError, CheckRefused, validate_check_sql
-from ._database import ApplicationError, DatabaseError, Row
+from ._database import ApplicationError, DatabaseError, Dialect, Row
 from ._dialect import create_table
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def build_snapshot(world: World) -> bytes:
 class SQLiteDatabase:
     """One env's in-memory SQLite copy of a world (see the module docstring)."""
 
-    dialect = "sqlite"
+    dialect: Dialect = "sqlite"
 
     def __init__(self, world: World) -> None:
         self.tables = world.tables

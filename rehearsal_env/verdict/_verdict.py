@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from ..checks import CheckResult
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """The result of an episode."""
 
     VERIFIED = "verified"
@@ -31,7 +31,7 @@ _OUTCOME_REWARD: dict[Outcome, float | None] = {
 }
 
 
-class Ending(str, Enum):
+class Ending(StrEnum):
     """How the episode stopped."""
 
     DONE = "done"

@@ -67,7 +67,10 @@ def generate(seed: int, anchor: date) -> dict[str, list[tuple[Any, ...]]]:
                                  rng.randint(8, 180) * 100 + rng.choice((0, 49, 99)), rng.randint(0, 400)))
     rows["products"] = products
 
-    orders, items, payments, shipments = [], [], [], []
+    orders: list[tuple[Any, ...]] = []
+    items: list[tuple[Any, ...]] = []
+    payments: list[tuple[Any, ...]] = []
+    shipments: list[tuple[Any, ...]] = []
     for oid in range(1, N_ORDERS + 1):
         cust = customers[rng.randrange(N_CUSTOMERS)]
         age = rng.uniform(0.2, 180)
@@ -96,7 +99,8 @@ def generate(seed: int, anchor: date) -> dict[str, list[tuple[Any, ...]]]:
                               else "delivered", _stamp(anchor, age - 1)))
     rows.update(orders=orders, order_items=items, payments=payments, shipments=shipments)
 
-    tickets, messages = [], []
+    tickets: list[tuple[Any, ...]] = []
+    messages: list[tuple[Any, ...]] = []
     for tid in range(1, N_TICKETS + 1):
         order = orders[rng.randrange(N_ORDERS)]
         age = rng.uniform(0.1, 60)
