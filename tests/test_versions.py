@@ -1,0 +1,73 @@
+"""World version ids: equal content, equal id; any change to a part, a new id."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from rehearsal_env.checks import Check
+from rehearsal_env.scenarios import Scenario
+from rehearsal_env.schema import col
+from rehearsal_env.versions import world_version
+from rehearsal_env.worlds import World, load_world
+
+
+@pytest.fixture(scope="module")
+def shop() -> World:
+    return load_world("shop")
+
+
+def test_id_is_stable_for_equal_content(shop: World) -> None:
+    vid = world_version(shop)
+    assert vid.startswith("wv_") and len(vid) == 3 + 16
+    assert world_version(dataclasses.replace(shop)) == vid
+    assert world_version(dataclasses.replace(shop, description=shop.description)) == vid
+
+
+def _one_scenario_changed(shop: World) -> World:
+    def generate(world: World) -> list[Scenario]:
+        first, *rest = shop.generate_scenarios(world)
+        extra = Check("and one more check", "SELECT COUNT(*) FROM refunds", "ge", 0)
+        return [dataclasses.replace(first, goal_checks=(*first.goal_checks, extra)), *rest]
+
+    return dataclasses.replace(shop, generate_scenarios=generate)
+
+
+def _one_tool_changed(shop: World) -> World:
+    first, *rest = shop.tools
+    schema = {**first.parameters, "description": "changed"}
+    return dataclasses.replace(shop, tools=(dataclasses.replace(first, parameters=schema), *rest))
+
+
+def _schema_changed(shop: World) -> World:
+    table = shop.tables[0]
+    wider = dataclasses.replace(table, columns=(*table.columns, col("nickname", null=True)))
+    return dataclasses.replace(shop, tables=(wider, *shop.tables[1:]))
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(_one_scenario_changed, id="scenario"),
+    pytest.param(lambda w: dataclasses.replace(w, generate_scenarios=lambda x: w.generate_scenarios(x)[1:]),
+                 id="scenario-removed"),
+    pytest.param(_one_tool_changed, id="tool-schema"),
+    pytest.param(lambda w: dataclasses.replace(w, tools=w.tools[:-1]), id="tool-removed"),
+    pytest.param(_schema_changed, id="schema"),
+    pytest.param(lambda w: dataclasses.replace(w, seed=w.seed + 1), id="seed"),
+    pytest.param(lambda w: dataclasses.replace(w, data_anchor=date(2026, 3, 3)), id="data-anchor"),
+    pytest.param(lambda w: dataclasses.replace(w, roles=w.roles[:1]), id="roles"),
+    pytest.param(lambda w: dataclasses.replace(w, policies=w.policies[1:]), id="policies"),
+])
+def test_id_changes_with_any_part(shop: World, change) -> None:  # type: ignore[no-untyped-def]
+    assert world_version(change(shop)) != world_version(shop)
+
+
+def test_id_covers_reward_profiles(shop: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REHEARSAL_PROFILES_DIR", str(tmp_path))
+    empty = world_version(shop)
+    (tmp_path / "benchmark.toml").write_text('name = "benchmark"\n')
+    with_profile = world_version(shop)
+    (tmp_path / "benchmark.toml").write_text('name = "benchmark"\nstep_penalty = 0.01\n')
+    assert len({empty, with_profile, world_version(shop)}) == 3
