@@ -1,1 +1,76 @@
-def main(): pass
+"""measure.py: the numbers of one run, or the comparison of two, with intervals and the floor.
+
+    python measure.py RUN_DIR                 headline numbers with 95% CIs, pass^k / pass@k, floor
+    python measure.py RUN_A RUN_B             the same for both, then A vs B paired by scenario
+    python measure.py ... --json              the same as JSON
+    python measure.py ... --plot FILE.png     also draw per-scenario outcomes
+
+Runs whose provenance differs are refused (naming the fields) unless --force is given. The
+statistics live in :mod:`rehearsal_env.measure`; this file only parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rehearsal_env.measure import (
+    ProvenanceMismatch,
+    RunError,
+    compare,
+    format_comparison,
+    format_report,
+    load_run,
+    plot_runs,
+    select_agent,
+    summarize,
+    to_json,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="measure.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_a", metavar="RUN_DIR", help="run directory (episodes.parquet, provenance.json)")
+    p.add_argument("run_b", metavar="RUN_B", nargs="?", help="second run directory to compare against")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--plot", metavar="FILE.png", help="draw per-scenario outcomes into this PNG")
+    p.add_argument("--agent", help="the agent to measure when a run holds several")
+    p.add_argument("--split", help="only scenarios of this split (train, dev, holdout)")
+    p.add_argument("--force", action="store_true", help="compare even when provenance differs (warns)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (2 for unusable input or refused comparisons)."""
+    args = _parser().parse_args(argv)
+    try:
+        runs_a = load_run(args.run_a, split=args.split)
+        if args.run_b is None:
+            chosen = runs_a if args.agent is None else [select_agent(runs_a, args.agent, args.run_a)]
+            reports = [summarize(r) for r in chosen]
+            print(to_json({"runs": reports}) if args.json else "\n\n".join(format_report(r) for r in reports))
+            if args.plot:
+                plot_runs(chosen[:1], reports[:1], args.plot)
+            return 0
+        a = select_agent(runs_a, args.agent, args.run_a)
+        b = select_agent(load_run(args.run_b, split=args.split), args.agent, args.run_b)
+        comparison = compare(a, b, force=args.force)
+    except (RunError, ProvenanceMismatch) as e:
+        print(f"measure.py: {e}", file=sys.stderr)
+        return 2
+    if comparison.provenance_differs:
+        print(f"measure.py: WARNING: provenance differs in {', '.join(comparison.provenance_differs)}; "
+              "comparing anyway because of --force", file=sys.stderr)
+    reports = [summarize(a), summarize(b)]
+    if args.json:
+        print(to_json({"runs": reports, "comparison": comparison}))
+    else:
+        print("\n\n".join([*(format_report(r) for r in reports), format_comparison(comparison)]))
+    if args.plot:
+        plot_runs([a, b], reports, args.plot, comparison)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,11 +21,12 @@ from ._passk import PassK, pass_all, pass_any, pass_k_table
 from ._summary import AgentReport, summarize
 
 
-def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path) -> Path:
+def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path,
+              comparison: Comparison | None = None) -> Path:
     """Draw one or two runs' per-scenario outcomes into a PNG (matplotlib, Agg; imported on first use)."""
     from ._plot import plot_runs as draw
 
-    return draw(runs, reports, path)
+    return draw(runs, reports, path, comparison)
 
 
 __all__ = [

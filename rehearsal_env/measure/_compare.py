@@ -30,7 +30,7 @@ from rehearsal_env.provenance import differing_fields, lookup
 
 from ._floor import observed_floor, paired_floor, within_variance
 from ._intervals import t_interval
-from ._load import AgentRun
+from ._load import AgentRun, RunError
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 
 COMPARED = ("verified", "rule_violated", "reward")
@@ -43,8 +43,15 @@ BELOW_FLOOR = "below the resolution floor"
 class ProvenanceMismatch(ValueError):
     """Two runs whose provenance differs in a field that decides comparability."""
 
-    def __init__(self, fields: list[str], a: Mapping[str, Any], b: Mapping[str, Any]) -> None:
+    def __init__(self, fields: list[str], a: Mapping[str, Any], b: Mapping[str, Any],
+                 missing: list[str] | None = None) -> None:
         self.fields = fields
+        if missing:
+            where = ", ".join(missing)
+            super().__init__(f"expected provenance.json in both run directories; missing in {where}, so "
+                             "comparability cannot be checked; rerun with a runner that writes it, or "
+                             "pass --force to compare anyway")
+            return
         shown = "; ".join(f"{f}: {lookup(a, f)!r} vs {lookup(b, f)!r}" for f in fields)
         super().__init__(f"expected runs with the same provenance; they differ in {shown}. Their numbers are "
                          "different measurements; rerun one of them, or pass --force to compare anyway")
@@ -77,7 +84,7 @@ class MetricComparison:
     floor: float | None
     """Resolution floor of this comparison; None when unknown."""
     floor_source: str
-    """Where the floor comes from (or how to get it)."""
+    """Where the floor comes from ("from ...", "observed ..."), or "unknown: " and how to get it."""
     verdict: str
     """In words: below the floor, a significant difference, or none."""
 
@@ -123,7 +130,7 @@ class Comparison:
     same_checkpoint: bool
     """Same agent name: the difference is drift."""
     provenance_differs: tuple[str, ...]
-    """Provenance fields that differ (non-empty only when forced)."""
+    """Provenance fields that differ, or ``provenance.json`` when a run has none (only when forced)."""
     only_in_a: tuple[str, ...]
     """Scenarios scored only in run A (left out)."""
     only_in_b: tuple[str, ...]
@@ -136,9 +143,13 @@ class Comparison:
 
 def compare(a: AgentRun, b: AgentRun, force: bool = False) -> Comparison:
     """Compare run A with run B, paired by scenario (ProvenanceMismatch unless comparable or forced)."""
-    differs = differing_fields(a.provenance, b.provenance)
+    missing = [r.run for r in (a, b) if r.provenance is None]
+    if missing and not force:
+        raise ProvenanceMismatch([], {}, {}, missing=missing)
+    pa, pb = a.provenance or {}, b.provenance or {}
+    differs = ["provenance.json (missing)"] if missing else differing_fields(pa, pb)
     if differs and not force:
-        raise ProvenanceMismatch(differs, a.provenance, b.provenance)
+        raise ProvenanceMismatch(differs, pa, pb)
     same = a.agent == b.agent
     metrics = tuple(_metric(m, a, b, same) for m in COMPARED)
     va, vb = a.per_scenario("verified"), b.per_scenario("verified")
@@ -154,7 +165,7 @@ def _metric(metric: str, a: AgentRun, b: AgentRun, same: bool) -> MetricComparis
     pa, pb = a.per_scenario(metric), b.per_scenario(metric)
     names = sorted(set(pa) & set(pb))
     if not names:
-        raise ValueError(f"expected scenarios scored in both runs; {a.run} and {b.run} share none "
+        raise RunError(f"expected scenarios scored in both runs; {a.run} and {b.run} share none "
                          "(are they runs of the same suite?)")
     ma = np.array([np.mean(pa[s]) for s in names])
     mb = np.array([np.mean(pb[s]) for s in names])
@@ -186,11 +197,11 @@ def _within_floor(va: list[np.ndarray], ka: int, vb: list[np.ndarray], kb: int) 
     sb = within_variance(vb) if kb >= 2 else None
     n = len(va)
     if sa is not None and sb is not None:
-        return paired_floor(sa, ka, sb, kb, n), "within-scenario variance of both runs' repeats"
+        return paired_floor(sa, ka, sb, kb, n), "from the within-scenario variance of both runs' repeats"
     if sa is not None:
-        return paired_floor(sa, ka, sa, kb, n), "run A's repeats, assumed to hold for both runs"
+        return paired_floor(sa, ka, sa, kb, n), "from run A's repeats, assumed to hold for both runs"
     if sb is not None:
-        return paired_floor(sb, ka, sb, kb, n), "run B's repeats, assumed to hold for both runs"
+        return paired_floor(sb, ka, sb, kb, n), "from run B's repeats, assumed to hold for both runs"
     return None, ("unknown: neither run has repeats; run every scenario at least twice (repeats >= 2), "
                   "or run one checkpoint twice")
 

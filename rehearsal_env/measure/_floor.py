@@ -10,11 +10,12 @@ scenarios, K repeats and within-scenario variance sw2, the scenario-mean differe
 
 (the normal-approximation sample-size formula for a paired comparison, solved for the
 difference: e.g. Chow, Shao & Wang, "Sample Size Calculations in Clinical Research", ch. 3; and
-the power-analysis section of Miller, arXiv 2411.00640). ``sw2`` is the mean over scenarios of the sample variance (ddof=1)
-of each scenario's repeats; for 0/1 outcomes ``2 * sw2`` is the expected test-retest flip rate
-``f = mean_j 2 c_j (K - c_j) / (K (K - 1))``. With one repeat sw2 cannot be estimated and the floor
-is unknown. Two runs of the same checkpoint give an observed floor ``Z80 * sd(d_j) / sqrt(n)``
-from the per-scenario differences d_j; it also absorbs anything that varies between whole runs.
+the power-analysis section of Miller, arXiv 2411.00640). ``sw2`` is the mean over scenarios of the
+sample variance (ddof=1) of each scenario's repeats; for 0/1 outcomes ``2 * sw2`` is the expected
+test-retest flip rate ``f = mean_j 2 c_j (K - c_j) / (K (K - 1))``. With one repeat sw2 cannot be
+estimated and the floor is unknown. Two runs of the same checkpoint give an observed floor
+``Z80 * sd(d_j) / sqrt(n)`` from the per-scenario differences d_j; it also absorbs anything that
+varies between whole runs.
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def run_floor(metric: str, values: Sequence[np.ndarray], repeats: int, binary: b
     rf_k = floor_from_variance(sw2, n, repeats)
     note = (f"differences smaller than {rf_k:.3f} between two runs of {repeats} repeats are not resolved "
             f"(alpha {ALPHA}, power {POWER:.0%})")
+    if sw2 == 0:
+        note = (f"the {repeats} repeats agreed on every scenario, so no disagreement was observed; more "
+                "repeats may still show some")
     return Floor(metric=metric, known=True, repeats=repeats, n_scenarios=n, within_variance=sw2,
                  flip_rate=2 * sw2 if binary else None, floor_k=rf_k,
                  floor_1=floor_from_variance(sw2, n, 1), note=note)

@@ -55,8 +55,8 @@ def format_report(r: AgentReport) -> str:
     splits = ", ".join(f"{k} {v}" for k, v in r.splits.items())
     lines = [
         f"run {r.run}  agent {r.agent}",
-        f"  {r.n_scenarios} scenarios x {r.repeats} repeats: {r.n_scored} scored episodes; "
-        f"{r.n_not_scored} not scored (excluded from every rate); splits: {splits}",
+        f"  {r.n_scenarios} scenarios scored, {r.repeats} repeat(s) each: {r.n_scored} scored episodes; "
+        f"{r.n_not_scored} not scored (excluded from every rate); scenarios per split: {splits}",
     ]
     if not r.balanced:
         lines.append("  unbalanced repeats after exclusions: each scenario still weighs the same")
@@ -69,14 +69,17 @@ def format_report(r: AgentReport) -> str:
         _rate_row(LABELS["rule_violated"], r.rule_violated),
         _rate_row(LABELS["false_completion"], r.false_completion),
         _rate_row(LABELS["reward"], r.mean_reward),
-        f"  {'k':>3}  {'pass^k':>7}  {'95% CI':<17}{'pass@k':>7}  {'95% CI':<17}",
+        f"  {'k':>3}  {'pass^k':>7}  {'95% CI':<17}{'pass@k':>7}  95% CI",
     ]
     for p in r.pass_k:
-        left = f" ({p.scenarios_left_out} scenarios with < k scored left out)" if p.scenarios_left_out else ""
+        gone = p.scenarios_left_out
+        left = f"({gone} scenario(s) with < k scored left out)" if gone else ""
         lines.append(f"  {p.k:>3}  {_f(p.pass_all.value):>7}  {_ci(p.pass_all):<17}"
-                     f"{_f(p.pass_any.value):>7}  {_ci(p.pass_any):<17}{left}")
+                     f"{_f(p.pass_any.value):>7}  {_ci(p.pass_any):<17}{left}".rstrip())
     lines.append(f"  resolution floor (alpha {ALPHA}, power {POWER:.0%}):")
-    for fl in r.floors:
+    if not any(fl.known for fl in r.floors):
+        lines.append(f"    {r.floors[0].note}")
+    for fl in r.floors if any(fl.known for fl in r.floors) else ():
         label = LABELS[fl.metric]
         if not fl.known:
             lines.append(f"    {label}: {fl.note}")
@@ -84,6 +87,8 @@ def format_report(r: AgentReport) -> str:
         flips = f"; flip rate {_f(fl.flip_rate)}" if fl.flip_rate is not None else ""
         lines.append(f"    {label}: RF({fl.repeats}) = {_f(fl.floor_k)}, RF(1) = {_f(fl.floor_1)}"
                      f" (within-scenario variance {_f(fl.within_variance, 4)}{flips})")
+        if fl.within_variance == 0:
+            lines.append(f"      {fl.note}")
     return "\n".join(lines)
 
 
@@ -92,18 +97,19 @@ def format_comparison(c: Comparison) -> str:
     kind = "same checkpoint: the difference is drift" if c.same_checkpoint else "paired by scenario"
     lines = [f"A = {c.run_a} ({c.agent_a})  vs  B = {c.run_b} ({c.agent_b}); {kind}"]
     if c.provenance_differs:
-        lines.append(f"  WARNING: provenance differs in {', '.join(c.provenance_differs)} (compared with --force)")
+        fields = ", ".join(c.provenance_differs)
+        lines.append(f"  WARNING: provenance differs in {fields} (compared with --force)")
     for side, names in (("A", c.only_in_a), ("B", c.only_in_b)):
         if names:
-            lines.append(f"  {len(names)} scenarios scored only in {side} are left out: {', '.join(names[:5])}"
-                         + (" ..." if len(names) > 5 else ""))
+            shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
+            lines.append(f"  {len(names)} scenarios scored only in {side} are left out: {shown}")
     lines.append(f"  {'':<20}{'A':>7}{'B':>7}{'A - B':>8}  {'95% CI':<18}{'corr':>5}  floor")
     for m in c.metrics:
         lines.append(f"  {LABELS[m.metric]:<20}{_f(m.value_a):>7}{_f(m.value_b):>7}{m.difference:>+8.3f}  "
                      f"[{_f(m.low)}, {_f(m.high)}]".ljust(64) + f"{_f(m.correlation, 2):>5}  {_f(m.floor)}")
         for t in m.tests:
             lines.append(f"      {t.name}: p = {t.p_value:.3g} ({t.detail})")
-        lines.append(f"      floor from {m.floor_source}")
+        lines.append(f"      floor {m.floor_source}")
         lines.append(f"      => {m.verdict}")
     rep = c.reproducibility
     if rep is not None:
@@ -111,7 +117,8 @@ def format_comparison(c: Comparison) -> str:
             "  same checkpoint twice:",
             f"    flips {rep.flips} of {rep.pairs} episode pairs (rate {_f(rep.flip_rate)}); "
             f"expected from repeats {_f(rep.within_flip_rate)}",
-            f"    observed floor {_f(rep.observed_floor)}; floor predicted by the repeats {_f(rep.within_floor)}",
+            f"    observed floor {_f(rep.observed_floor)}; "
+            f"floor predicted by the repeats {_f(rep.within_floor)}",
             f"    drift {rep.drift:+.3f}, p = {rep.drift_p:.3g}",
             f"    {rep.note}",
         ]

@@ -64,7 +64,7 @@ class Estimate:
     n_eff: float | None = None
     """For rates: the effective sample size the Wilson interval used; None for rewards."""
     design_effect: float | None = None
-    """For rates: SE^2 / (p(1-p)/N), how much clustering inflates the variance; None if undefined."""
+    """For rates: SE^2 / (p(1-p)/N), how much clustering inflates the variance; None with one repeat."""
     exact_upper: float | None = None
     """When the rate is 0: the one-sided 95% Clopper-Pearson upper bound at n_eff trials."""
     exact_lower: float | None = None
@@ -107,9 +107,14 @@ def clopper_pearson_lower(x: float, n: float, confidence: float = CONFIDENCE) ->
 
 
 def effective_n(p: float, se: float, n_scenarios: int, n_episodes: int) -> float:
-    """``p(1-p)/SE^2`` clamped to [n scenarios, N episodes]; n scenarios when p is 0 or 1 or SE is 0."""
-    if p <= 0 or p >= 1 or not se > 0:
+    """``p(1-p)/SE^2`` clamped to [n scenarios, N episodes]; n when p is 0 or 1 or SE is unknown (n < 2).
+
+    SE = 0 with 0 < p < 1 (every scenario has the same mean) makes it infinite, hence N.
+    """
+    if p <= 0 or p >= 1 or math.isnan(se):
         return float(n_scenarios)
+    if se == 0:
+        return float(n_episodes)
     return float(min(max(p * (1 - p) / se**2, n_scenarios), n_episodes))
 
 
@@ -130,7 +135,7 @@ def rate_estimate(values: Sequence[np.ndarray], n_episodes: int | None = None) -
     low, high = wilson(p, n_eff)
     binary = all(np.isin(v, (0.0, 1.0)).all() for v in values)
     count = int(sum(float(np.sum(v)) for v in values)) if binary else None
-    deff = se**2 / (p * (1 - p) / episodes) if 0 < p < 1 and not math.isnan(se) else None
+    deff = se**2 / (p * (1 - p) / episodes) if 0 < p < 1 and episodes > n and not math.isnan(se) else None
     method = f"Wilson, n {n}" if episodes == n else f"Wilson, n_eff {n_eff:.1f}"
     return Estimate(
         value=p,
@@ -178,4 +183,5 @@ def t_interval(mean: float, se: float, df: int) -> tuple[float, float]:
 
 def _empty() -> Estimate:
     nan = math.nan
-    return Estimate(value=nan, low=nan, high=nan, se=nan, method="no scored episodes", n_scenarios=0, n_episodes=0)
+    return Estimate(value=nan, low=nan, high=nan, se=nan, method="no scored episodes", n_scenarios=0,
+                    n_episodes=0)

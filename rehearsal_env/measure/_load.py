@@ -1,9 +1,11 @@
 """Reading a run directory into per-agent, per-scenario outcome arrays.
 
-A run directory holds ``episodes.parquet`` (one row per episode), ``provenance.json`` and
-``summary.json`` (not needed here). Not-scored episodes are kept only as a count: they are
-excluded from every rate. Each scenario keeps its scored episodes' repeat indices, so two runs
-can be paired episode by episode when counting flips.
+A run directory holds ``episodes.parquet`` (one row per episode: a file, or the runner's
+directory of atomically written part files, read as one table with pyarrow.dataset, which skips
+hidden temporary parts), ``provenance.json`` (needed to compare two runs; one run is measured
+without it) and ``summary.json`` (not needed here). Only the columns used are read. Not-scored
+episodes are kept only as a count: they are excluded from every rate. Each scenario keeps its
+scored episodes' repeat indices, so two runs can be paired episode by episode when counting flips.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
+import pyarrow.dataset as ds
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
@@ -63,8 +65,8 @@ class AgentRun:
     """Per scenario, sorted by scenario id."""
     repeats: int
     """Repeats per scenario in the run's design: the most episodes any scenario has."""
-    provenance: Mapping[str, Any] = field(repr=False)
-    """The run's provenance blob."""
+    provenance: Mapping[str, Any] | None = field(repr=False)
+    """The run's provenance blob; None when the run directory has no provenance.json."""
 
     def per_scenario(self, metric: str) -> dict[str, np.ndarray]:
         """Scenario id -> that scenario's values of ``metric`` (scenarios without values left out)."""
@@ -101,15 +103,19 @@ def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
     """Every agent's episodes in run directory ``path`` (only scenarios of ``split`` if given)."""
     root = Path(path)
     episodes = root / "episodes.parquet"
-    if not episodes.is_file():
+    if not episodes.exists():
         raise RunError(f"{root}: expected a run directory with episodes.parquet; {episodes} does not exist "
                        "(pass the directory the runner wrote)")
-    table = pq.read_table(episodes)
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    try:
+        dataset = ds.dataset(episodes, format="parquet")
+    except (OSError, ValueError) as e:
+        raise RunError(f"{episodes}: expected Parquet episode records; pyarrow cannot read them ({e})") from e
+    names = dataset.schema.names
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
         raise RunError(f"{episodes}: expected columns {list(REQUIRED_COLUMNS)}; missing {missing} "
-                       f"(has {table.column_names}); regenerate the run with the current runner")
-    rows = table.select(list(REQUIRED_COLUMNS)).to_pylist()
+                       f"(has {names}); regenerate the run with the current runner")
+    rows = dataset.to_table(columns=list(REQUIRED_COLUMNS)).to_pylist()
     provenance = read_provenance(root)
     bad = sorted({str(r["outcome"]) for r in rows} - set(OUTCOMES))
     if bad:
@@ -117,20 +123,20 @@ def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
     if split is not None:
         rows = [r for r in rows if r["split"] == split]
         if not rows:
+            splits = sorted(set(dataset.to_table(columns=["split"]).column("split").to_pylist()))
             raise RunError(f"{episodes}: no episodes in split {split!r}; leave out --split or choose "
-                           f"one of {sorted({str(r['split']) for r in table.to_pylist()})}")
+                           f"one of {splits}")
     if not rows:
         raise RunError(f"{episodes}: expected at least one episode; the file has no rows")
     agents = sorted({str(r["agent"]) for r in rows})
     return [_agent_run(str(path), a, [r for r in rows if r["agent"] == a], provenance) for a in agents]
 
 
-def read_provenance(root: Path) -> dict[str, Any]:
-    """The provenance blob of a run directory (an error that says what is wrong when it is unusable)."""
+def read_provenance(root: Path) -> dict[str, Any] | None:
+    """The provenance blob of a run directory; None when absent, an error when unusable."""
     path = root / "provenance.json"
     if not path.is_file():
-        raise RunError(f"{root}: expected provenance.json next to episodes.parquet; it is missing "
-                       "(runs without provenance cannot be compared; regenerate the run)")
+        return None
     try:
         blob = json.loads(path.read_text())
     except json.JSONDecodeError as e:
@@ -140,7 +146,8 @@ def read_provenance(root: Path) -> dict[str, Any]:
     return blob
 
 
-def _agent_run(run: str, agent: str, rows: list[dict[str, Any]], provenance: dict[str, Any]) -> AgentRun:
+def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
+               provenance: dict[str, Any] | None) -> AgentRun:
     by_scenario: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_scenario.setdefault(str(r["scenario"]), []).append(r)
@@ -177,7 +184,8 @@ def select_agent(runs: list[AgentRun], agent: str | None, where: str) -> AgentRu
     names = [r.agent for r in runs]
     if agent is None:
         if len(runs) != 1:
-            raise RunError(f"{where}: expected one agent to compare; found {names}; choose one with --agent NAME")
+            raise RunError(f"{where}: expected one agent to compare; found {names}; "
+                           "choose one with --agent NAME")
         return runs[0]
     for r in runs:
         if r.agent == agent:

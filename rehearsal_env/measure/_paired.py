@@ -55,16 +55,21 @@ def mcnemar_exact(b: int, c: int) -> PairedTest:
 
 
 def paired_t(differences: np.ndarray) -> PairedTest:
-    """Paired t test: t = mean(d) / (sd(d) / sqrt(n)), n - 1 df; p = 1 when all d_j are equal to 0."""
+    """Paired t test: t = mean(d) / (sd(d) / sqrt(n)), n - 1 df; p = 1 when every d_j is 0.
+
+    When every d_j is the same non-zero number, t is infinite and the p-value undefined (NaN).
+    """
     n = len(differences)
     if n < 2:
         return PairedTest(name="paired t", statistic=math.nan, p_value=math.nan, detail="needs 2 scenarios")
     mean, sd = float(np.mean(differences)), float(np.std(differences, ddof=1))
     if sd == 0:
-        p, t = (1.0, 0.0) if mean == 0 else (0.0, math.copysign(math.inf, mean))
-    else:
-        t = mean / (sd / math.sqrt(n))
-        p = float(2 * stats.t.sf(abs(t), n - 1))
+        if mean == 0:
+            return PairedTest(name="paired t", statistic=0.0, p_value=1.0, detail="every difference is 0")
+        return PairedTest(name="paired t", statistic=math.copysign(math.inf, mean), p_value=math.nan,
+                          detail="undefined: every difference is the same")
+    t = mean / (sd / math.sqrt(n))
+    p = float(2 * stats.t.sf(abs(t), n - 1))
     return PairedTest(name="paired t", statistic=t, p_value=p, detail=f"{n - 1} df")
 
 
@@ -85,7 +90,7 @@ def sign_flip(differences: np.ndarray) -> PairedTest:
         else:
             p, how = _monte_carlo(d, observed), f"Monte Carlo, {MONTE_CARLO_DRAWS} draws, seed 0"
     return PairedTest(name="sign-flip permutation", statistic=float(np.sum(differences)), p_value=p,
-                      detail=f"{how} ({n} non-zero differences)")
+                      detail=f"{how}; {n} non-zero differences")
 
 
 def _sums(d: np.ndarray) -> np.ndarray:

@@ -19,11 +19,12 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from ._compare import Comparison  # noqa: E402
 from ._intervals import wilson  # noqa: E402
 from ._load import AgentRun  # noqa: E402
 from ._summary import AgentReport  # noqa: E402
 
-OUTCOME_COLOURS = {"not scored": "#ffffff", "not achieved": "#c8c8c8", "verified": "#2e8b57",
+OUTCOME_COLOURS = {"not scored / missing": "#f3ecd8", "not achieved": "#c8c8c8", "verified": "#2e8b57",
                    "rule violated": "#c0392b"}
 """Outcome -> colour, in code order 0..3."""
 RUN_COLOURS = ("#1f4e9c", "#e07b00")
@@ -44,17 +45,31 @@ def _grid(run: AgentRun, names: list[str]) -> np.ndarray:
     return grid
 
 
-def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path) -> Path:
-    """Draw one or two runs' per-scenario outcomes into the PNG at ``path``."""
+def _headline(reports: list[AgentReport], comparison: Comparison | None) -> str:
+    """The line under the title: the difference and its floor, or the run's floor."""
+    if comparison is not None:
+        m = comparison.metrics[0]
+        return f"verified rate A - B = {m.difference:+.3f} [{m.low:.3f}, {m.high:.3f}]: {m.verdict}"
+    floor = reports[0].floors[0]
+    if floor.known:
+        return f"resolution floor of the verified rate: RF({floor.repeats}) = {floor.floor_k:.3f}"
+    return "resolution floor unknown: each scenario ran once"
+
+
+def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path,
+              comparison: Comparison | None = None) -> Path:
+    """Draw one or two runs' per-scenario outcomes into the PNG at ``path`` (with the comparison if given)."""
     if not 1 <= len(runs) <= 2 or len(runs) != len(reports):
-        raise ValueError(f"expected one or two runs with their reports; got {len(runs)} runs, {len(reports)} reports")
+        raise ValueError(f"expected one or two runs with their reports; got {len(runs)} runs, "
+                         f"{len(reports)} reports")
     rates = [{s: float(np.mean(v)) for s, v in r.per_scenario("verified").items()} for r in runs]
-    names = sorted(set().union(*rates), key=lambda s: (-float(np.mean([r[s] for r in rates if s in r])), s))
+    every = {s.scenario for r in runs for s in r.scenarios}
+    names = sorted(every, key=lambda s: (-float(np.mean([r[s] for r in rates if s in r] or [-1.0])), s))
     n = len(names)
     height = 1.9 + 0.24 * n
     widths = [r.repeats for r in runs] + [max(8.0, 1.2 * sum(r.repeats for r in runs))]
-    fig, axes = plt.subplots(1, len(runs) + 1, figsize=(11, height), sharey=True,
-                             gridspec_kw={"width_ratios": widths, "wspace": 0.08})
+    fig, axes = plt.subplots(1, len(runs) + 1, figsize=(11, height + 1.2), sharey=True, layout="constrained",
+                             gridspec_kw={"width_ratios": widths})
     cmap = ListedColormap(list(OUTCOME_COLOURS.values()))
     y = np.arange(n)
     for i, (run, ax) in enumerate(zip(runs, axes[:-1], strict=True)):
@@ -84,20 +99,17 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
         ax.axvline(e.value, color=RUN_COLOURS[i], linewidth=1.2, linestyle="--",
                    label=f"{'AB'[i]} {run.agent}: {e.value:.2f} [{e.low:.2f}, {e.high:.2f}]")
     ax.set_xlim(-0.03, 1.03)
-    ax.set_xlabel("verified rate per scenario (Wilson 95% CI over its repeats)")
+    ax.set_xlabel("verified rate per scenario\n(dot; line: Wilson 95% CI over its repeats)")
     ax.xaxis.grid(True, color="#eeeeee")
     ax.set_ylim(n - 0.5, -0.5)
     handles = [Patch(facecolor=c, edgecolor="#888888", label=k) for k, c in OUTCOME_COLOURS.items()]
-    legend_outcomes = fig.legend(handles=handles, loc="upper left", ncol=4, fontsize=8, frameon=False,
-                                 bbox_to_anchor=(0.02, 1 - 0.05 / height * 6))
-    fig.add_artist(legend_outcomes)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.9 / height * 2.2), fontsize=8, frameon=False,
-              title="overall verified rate, 95% CI (band), scenario as the unit", title_fontsize=8)
-    floor = reports[0].floors[0]
-    floor_text = f"resolution floor RF({floor.repeats}) = {floor.floor_k:.3f}" if floor.known else \
-        "resolution floor unknown (one repeat)"
-    fig.suptitle(f"Outcomes per scenario: {', '.join(r.run for r in runs)}\n{floor_text}", fontsize=10,
-                 y=1 - 0.02 / height * 6)
+    fig.legend(handles=handles, loc="outside lower left", ncol=4, fontsize=8, frameon=False,
+               title="episode outcome (left)", title_fontsize=8)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower right", fontsize=8, frameon=False,
+               title="overall verified rate (dashed) and 95% CI (band), scenario as the unit",
+               title_fontsize=8)
+    title = f"Outcomes per scenario: {' vs '.join(r.run for r in runs)}"
+    fig.suptitle(f"{title}\n{_headline(reports, comparison)}", fontsize=10)
     out = Path(path)
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
