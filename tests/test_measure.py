@@ -401,6 +401,22 @@ def test_cli_single_run_with_one_repeat_says_the_floor_is_unknown(tmp_path: Path
     assert "exact upper bound" in out.stdout  # no false completions: 0/9
 
 
+def test_cli_asks_which_agent_when_a_run_holds_several(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", SUITE_A)
+    both = tmp_path / "both"
+    write_run(tmp_path / "x", SUITE_A, agent="ckpt-1")
+    write_run(tmp_path / "y", SUITE_B, agent="ckpt-2")
+    both.mkdir()
+    table = pa.concat_tables([pq.read_table(tmp_path / d / "episodes.parquet") for d in ("x", "y")])
+    pq.write_table(table, both / "episodes.parquet")
+    (both / "provenance.json").write_text(json.dumps(PROVENANCE))
+    assert [r.agent for r in load_run(both)] == ["ckpt-1", "ckpt-2"]
+    refused = run_cli(a, both)
+    assert refused.returncode == 2 and "--agent NAME" in refused.stderr and "ckpt-2" in refused.stderr
+    chosen = run_cli(a, both, "--agent", "ckpt-1")
+    assert chosen.returncode == 0 and "same checkpoint twice" in chosen.stdout
+
+
 def test_cli_refuses_differing_provenance_unless_forced(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", SUITE_A)
     b = write_run(tmp_path / "b", SUITE_B, provenance={**PROVENANCE, "suite": {"version": "2"}})
