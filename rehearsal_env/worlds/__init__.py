@@ -14,7 +14,7 @@ from collections.abc import Callable
 from ..schema import Column, Table, col
 from ._world import Policy, Role, World, _unknown
 
-_BUILTIN = {"shop": "rehearsal_env.worlds.shop"}
+_BUILTIN = {"shop": "rehearsal_env.worlds.shop", "analytics": "rehearsal_env.worlds.analytics"}
 _REGISTRY: dict[str, Callable[[], World]] = {}
 _LOADED: dict[str, World] = {}
 
