@@ -20,6 +20,7 @@ from ..env import Episode, RehearsalEnv
 from ..records import EpisodeRecord, record_episode, write_part
 from ..scenarios import Scenario
 from ..verdict import Verdict
+from ..versions import scenarios_not_in_use
 from ..worlds import World, load_world
 from ._summary import summarize
 
@@ -73,6 +74,11 @@ def plan(config: RunConfig, world: World) -> list[EpisodeSpec]:
     """Every episode of the run, in a stable order (scenario, then repeat)."""
     chosen = [s for s in world.scenarios(config.split)  # type: ignore[arg-type]
               if not config.scenarios or s.id in config.scenarios]
+    not_in_use = scenarios_not_in_use(world)  # kept out of, or withdrawn from, the published world version
+    for s in chosen:
+        if config.scenarios and s.id in not_in_use:
+            raise ValueError(f"scenario {s.id!r} is not in use: {not_in_use[s.id]}; choose another")
+    chosen = [s for s in chosen if s.id not in not_in_use]
     if not chosen:
         raise ValueError(f"no scenarios of world {world.name!r} match split={config.split!r} "
                          f"scenarios={list(config.scenarios)}; see `rehearsal world show {world.name}`")

@@ -1,5 +1,62 @@
-"""World versions: the ``wv_`` content id, scenario validation, manifests, withdrawals, world pages."""
+"""World versions: the ``wv_`` content id, scenario validation, manifests, withdrawals, world pages.
 
+``world_version(world)`` names a world's content; ``build_and_publish`` validates
+every scenario (:mod:`._validate`), measures the reset and isolation facts
+(:mod:`._isolation`) and writes the immutable version (:mod:`._store`);
+``recheck`` replays a published version and withdraws scenarios found unfair;
+``scenarios_not_in_use`` tells the runner what to leave out; ``render_html`` /
+``render_markdown`` make the world page.
+"""
+
+from ._build import BuildResult, RecheckResult, build_and_publish, build_version, recheck, withdraw_by_hand
 from ._content import content_hashes, world_content, world_version
+from ._manifest import (
+    CHECK_LABELS,
+    VALIDATOR_VERSION,
+    Fact,
+    Finding,
+    Manifest,
+    ScenarioValidation,
+    Withdrawal,
+    WorldVersion,
+)
+from ._store import (
+    NotPublished,
+    VersionConflict,
+    load_manifest,
+    publish,
+    scenarios_not_in_use,
+    version_dir,
+    versions_root,
+    withdraw,
+)
+from ._validate import validate_scenario
 
-__all__ = ["content_hashes", "world_content", "world_version"]
+__all__ = [
+    "CHECK_LABELS",
+    "VALIDATOR_VERSION",
+    "BuildResult",
+    "Fact",
+    "Finding",
+    "Manifest",
+    "NotPublished",
+    "RecheckResult",
+    "ScenarioValidation",
+    "VersionConflict",
+    "Withdrawal",
+    "WorldVersion",
+    "build_and_publish",
+    "build_version",
+    "content_hashes",
+    "load_manifest",
+    "publish",
+    "recheck",
+    "scenarios_not_in_use",
+    "validate_scenario",
+    "version_dir",
+    "versions_root",
+    "withdraw",
+    "withdraw_by_hand",
+    "world_content",
+    "world_version",
+]
