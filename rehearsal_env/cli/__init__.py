@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _run, _world
+from . import _eval, _health, _run, _world
 
-COMMANDS = (_run, _world)
+COMMANDS = (_run, _world, _eval, _health)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,13 +10,15 @@ final step's ``info["verdict"]`` holds the :class:`~rehearsal_env.verdict.Verdic
 
 from __future__ import annotations
 
-import string
+from datetime import date
 from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
 
 from ..backends import Database, DatabaseError, digest, open_database
+from ..clock import ENV, freeze_time_source, frozen_world
+from ..provenance import Provenance, provenance_of
 from ..scenarios import Scenario
 from ..verdict import Verdict
 from ..worlds import World, load_world
@@ -40,6 +42,9 @@ class RehearsalEnv(gym.Env[str, str]):
         profile: The reward profile's name (None: the outcome reward).
         customer: A customer to use instead of the scripted one.
         database: An open database of ``world`` to use (and not close); else the env opens its own.
+            With ``freeze_time`` it must be a database of the frozen world (``clock.frozen_world``).
+        freeze_time: Pin what the env calls now, and the day the data is seeded for, to this day
+            (``YYYY-MM-DD`` or a date); None: the world's own ``data_anchor``.
         backend_options: Passed to the backend (PostgreSQL: ``dsn``).
     """
 
@@ -56,6 +61,7 @@ class RehearsalEnv(gym.Env[str, str]):
         customer: Customer | None = None,
         database: Database | None = None,
         render_mode: str | None = None,
+        freeze_time: str | date | None = None,
         **backend_options: Any,
     ) -> None:
         if isinstance(world, str):
@@ -64,7 +70,11 @@ class RehearsalEnv(gym.Env[str, str]):
             if world is None:
                 raise TypeError("pass world= with a scenario id, or use rehearsal_env.make('world/scenario')")
             scenario = world.scenario(scenario)
-        self.world: World = world or load_world(scenario.world)
+        self.world: World = frozen_world(world or load_world(scenario.world), freeze_time)
+        if freeze_time is not None and any(s.id == scenario.id for s in self.world.scenarios()):
+            scenario = self.world.scenario(scenario.id)  # the same task, dated for the frozen day
+        self.freeze_time_source = freeze_time_source(freeze_time, ENV)
+        """Who pinned the clock (``capabilities.freeze_time_source`` of :meth:`provenance`)."""
         self.scenario: Scenario = scenario
         self.backend = backend
         self.stress = stress
@@ -126,6 +136,10 @@ class RehearsalEnv(gym.Env[str, str]):
 
         value = score(self.profile, self.episode, verdict)
         return 0.0 if value is None else value
+
+    def provenance(self) -> Provenance:
+        """The provenance blob of this env's world, profile and clock (what ``rehearsal health`` returns)."""
+        return provenance_of(self.world, self.profile, self.freeze_time_source)
 
     def digest(self) -> str:
         """A SHA-256 of the database's full state (for determinism checks)."""

@@ -1,6 +1,62 @@
-"""Episode records: one flat row per episode, stored as Parquet parts in the run directory."""
+"""Episode records: one row per episode with nested turns, checks, requests and database changes,
+stored as atomically written Parquet parts in ``RUN_DIR/episodes.parquet/``.
 
-from ._parquet import EPISODES_DIR, SCHEMA, read_records, write_part
-from ._record import RECORD_VERSION, EpisodeRecord, record_episode
+The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
+:class:`EpisodeRecord`; :func:`schema_text` prints it with every field's doc.
+"""
 
-__all__ = ["EPISODES_DIR", "RECORD_VERSION", "SCHEMA", "EpisodeRecord", "read_records", "record_episode", "write_part"]
+from ._capture import as_json, not_played_record, record_episode
+from ._parquet import (
+    EPISODES_DIR,
+    SCHEMA,
+    VERSION_KEY,
+    PartWriter,
+    next_part,
+    part_files,
+    read_records,
+    read_table,
+    write_bytes_atomic,
+    write_part,
+)
+from ._record import (
+    RECORD_VERSION,
+    CheckRecord,
+    EpisodeRecord,
+    RewardComponent,
+    RowChange,
+    ServiceRequest,
+    Turn,
+)
+from ._schema import describe, from_row, to_row
+
+
+def schema_text() -> str:
+    """The record schema as text: every field, its Arrow type and its doc, nested fields indented."""
+    return f"episode record, version {RECORD_VERSION}\n" + "\n".join(describe(EpisodeRecord))
+
+
+__all__ = [
+    "EPISODES_DIR",
+    "RECORD_VERSION",
+    "SCHEMA",
+    "VERSION_KEY",
+    "CheckRecord",
+    "EpisodeRecord",
+    "PartWriter",
+    "RewardComponent",
+    "RowChange",
+    "ServiceRequest",
+    "Turn",
+    "as_json",
+    "from_row",
+    "next_part",
+    "not_played_record",
+    "part_files",
+    "read_records",
+    "read_table",
+    "record_episode",
+    "schema_text",
+    "to_row",
+    "write_bytes_atomic",
+    "write_part",
+]

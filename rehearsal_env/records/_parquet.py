@@ -1,53 +1,148 @@
 """Episode records on disk: a directory ``episodes.parquet/`` of atomically written parts.
 
-Each batch of finished episodes becomes one part file, written to a temporary
-name and renamed into place, so a killed run keeps every finished batch and no
-half-written file is ever read as a record. ``pyarrow.parquet.read_table`` (and
-pandas, and duckdb with ``episodes.parquet/*.parquet``) read the directory as
-one table, with no import of ``rehearsal_env``.
+Finished episodes are written as part files, each to a hidden temporary name,
+flushed to disk and renamed into place, so a killed run keeps every part it
+finished and no half-written file is ever read as a record (readers only see
+``part-*.parquet``; pyarrow and duckdb skip the hidden ``.part-*.tmp`` names).
+``pyarrow.parquet.read_table(RUN_DIR / "episodes.parquet")``, pandas'
+``read_parquet`` and duckdb's ``read_parquet('RUN_DIR/episodes.parquet/*.parquet')``
+read the directory as one table, with no import of ``rehearsal_env``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._record import RECORD_VERSION, EpisodeRecord
+from ._schema import arrow_schema, from_row, to_row
 
 EPISODES_DIR = "episodes.parquet"
+"""The records' directory inside a run directory."""
+VERSION_KEY = "rehearsal.record_version"
+"""Schema metadata key holding :data:`RECORD_VERSION`."""
 
-_TYPES = {"str": pa.string(), "int": pa.int64(), "bool": pa.bool_(), "float | None": pa.float64(),
-          "int | None": pa.int64(), "str | None": pa.string()}
+SCHEMA: pa.Schema = arrow_schema(EpisodeRecord, {VERSION_KEY: str(RECORD_VERSION),
+                                                 "rehearsal.doc": "One row per episode; see each field's doc."})
+"""The Arrow schema of a record file (every field carries its docstring as ``doc`` metadata)."""
 
-SCHEMA = pa.schema(
-    [pa.field(f.name, _TYPES[str(f.type)], nullable=str(f.type).endswith("None")) for f in fields(EpisodeRecord)],
-    metadata={"rehearsal.record_version": str(RECORD_VERSION)},
-)
+_PART = re.compile(r"^part-(\d+)\.parquet$")
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def write_part(run_dir: str | Path, records: Sequence[EpisodeRecord], part: int) -> Path:
-    """Write ``records`` as part ``part`` of the run's episode table, atomically."""
+    """Write ``records`` as part ``part`` of the run's episode table, atomically; return its path."""
     directory = Path(run_dir) / EPISODES_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist([r.to_row() for r in records], schema=SCHEMA)
+    table = pa.Table.from_pylist([to_row(r) for r in records], schema=SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
     final = directory / f"part-{part:05d}.parquet"
-    tmp = directory / f".part-{part:05d}.parquet.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, final)
+    write_bytes_atomic(final, sink.getvalue().to_pybytes())
     return final
+
+
+def next_part(run_dir: str | Path) -> int:
+    """The first part number after every part already in the run directory (0 for a new run)."""
+    directory = Path(run_dir) / EPISODES_DIR
+    numbers = [int(m.group(1)) for p in directory.glob("part-*.parquet") if (m := _PART.match(p.name))]
+    return max(numbers, default=-1) + 1
+
+
+class PartWriter:
+    """Writes records as they finish: a part every ``flush_every`` records, and the rest on :meth:`close`.
+
+    Part numbers continue after the parts already in the directory, so a resumed
+    run never overwrites what an earlier attempt wrote.
+    """
+
+    def __init__(self, run_dir: str | Path, flush_every: int = 1) -> None:
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be at least 1, got {flush_every}")
+        self.run_dir = Path(run_dir)
+        self.flush_every = flush_every
+        self.parts: list[Path] = []
+        self._buffer: list[EpisodeRecord] = []
+        self._next = next_part(run_dir)
+
+    def add(self, records: Sequence[EpisodeRecord]) -> None:
+        """Buffer finished records; write a part once ``flush_every`` are waiting."""
+        self._buffer.extend(records)
+        if len(self._buffer) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every buffered record now (no part when none is waiting)."""
+        if self._buffer:
+            self.parts.append(write_part(self.run_dir, self._buffer, self._next))
+            self._next += 1
+            self._buffer = []
+
+    def close(self) -> None:
+        self.flush()
+
+
+def part_files(run_dir: str | Path) -> list[Path]:
+    """The run's finished part files, in order.
+
+    Raises:
+        FileNotFoundError: saying what a run directory holds when there is none.
+    """
+    directory = Path(run_dir) / EPISODES_DIR
+    parts = sorted(p for p in directory.glob("part-*.parquet") if _PART.match(p.name))
+    if not parts:
+        raise FileNotFoundError(f"expected episode records under {directory} (part-*.parquet); found none. "
+                                f"Is {run_dir} a run directory written by `rehearsal run`?")
+    return parts
+
+
+def read_table(run_dir: str | Path) -> pa.Table:
+    """Every finished record of a run as one Arrow table (checked to be :data:`RECORD_VERSION`).
+
+    Raises:
+        ValueError: a part written with another record version, naming it and what to do.
+    """
+    tables = []
+    for path in part_files(run_dir):
+        meta = pq.read_schema(path).metadata or {}
+        version = meta.get(VERSION_KEY.encode(), b"?").decode()
+        if version != str(RECORD_VERSION):
+            raise ValueError(f"{path}: expected episode records of version {RECORD_VERSION}, found version "
+                             f"{version}; rerun to regenerate them, or read them with the rehearsal-env "
+                             f"release that wrote them")
+        tables.append(pq.read_table(path, schema=SCHEMA))
+    return pa.concat_tables(tables)
 
 
 def read_records(run_dir: str | Path) -> list[EpisodeRecord]:
     """Every finished episode record of a run, ordered by (scenario, agent, repeat)."""
-    directory = Path(run_dir) / EPISODES_DIR
-    parts = sorted(directory.glob("part-*.parquet"))
-    if not parts:
-        raise FileNotFoundError(f"no episode records under {directory}; is {run_dir} a run directory?")
-    rows = pa.concat_tables([pq.read_table(p, schema=SCHEMA) for p in parts]).to_pylist()
-    records = [EpisodeRecord(**row) for row in rows]
+    records = [from_row(EpisodeRecord, row) for row in read_table(run_dir).to_pylist()]
     return sorted(records, key=lambda r: (r.scenario, r.agent, r.repeat))

@@ -1,116 +1,196 @@
-"""The episode record: everything one episode was, as one flat row.
+"""The episode record: everything one episode was, as one row with nested lists.
 
 Records are what runs store (Parquet, :mod:`._parquet`), what ``measure.py``
-reads and what rescoring starts from. The schema is versioned by
-:data:`RECORD_VERSION`; every field has a docstring.
+reads and what rescoring starts from. The Arrow schema is derived from these
+dataclasses (:mod:`._schema`): a scalar field is a column, a tuple of a
+dataclass is a ``list<struct>`` column, a dataclass is a ``struct`` column, and
+every field's docstring travels as the Arrow field's ``doc`` metadata.
+
+Values whose type varies (a check's wanted and held value, its parameters, a
+database row) are JSON text, so that ``1``, ``1.0``, ``"1"`` and ``null`` stay
+distinct and read back exactly.
+
+Version history (:data:`RECORD_VERSION`):
+    1. Flat row; turns, checks and service requests as JSON strings.
+    2. Nested ``list<struct>`` columns (``trace``, ``checks``, ``service_requests``,
+       ``changes``, ``reward_components``), the provenance struct, world version,
+       agent version, category, stress, customer contacts, the check's SQL.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from ..env import Episode
+from ..provenance import Provenance
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+"""Version of the record schema; readers refuse other versions with a message that says what to do."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One step of the episode."""
+
+    turn: int
+    """1-based turn number."""
+    action: str
+    """The action text exactly as the agent sent it (a JSON tool call, or whatever arrived)."""
+    tool: str | None
+    """The tool called; null when the action was malformed."""
+    status: str
+    """``ok``, ``error``, ``unknown`` (outcome unknown after a fault) or ``rejected``."""
+    observation: str
+    """The observation returned to the agent (JSON text)."""
+    fault: str | None
+    """The fault or event injected on this call (``refuse``, ``unknown_outcome``, ``stress_refusal``,
+    ``held``); null when none."""
+    rejected: bool
+    """Whether the action was not carried out (malformed, unknown tool, bad arguments, outside the role)."""
+    latency_ms: float
+    """Wall time to execute the step, in milliseconds (diagnostic; never part of an observation)."""
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One check's question and what the database answered at the end of the episode."""
+
+    name: str
+    """What the check asserts, in words."""
+    kind: str
+    """``goal`` (the request was done) or ``hard_rule`` (something that must never happen)."""
+    sql: str | None
+    """The check's single read-only SELECT (null if the scenario no longer names this check)."""
+    params: str | None
+    """JSON list of the values bound to the query's ``?`` placeholders (null with ``sql``)."""
+    op: str
+    """How the held value is compared with the wanted one: eq ne gt ge lt le."""
+    want: str
+    """JSON of the wanted value."""
+    held: str
+    """JSON of the value the database held (``null`` when the check errored)."""
+    passed: bool
+    """Whether ``held <op> want``; false when the check errored."""
+    error: str | None
+    """Why the check could not be evaluated; null when it was."""
+
+
+@dataclass(frozen=True)
+class ServiceRequest:
+    """One request the application sent to an emulated outside service (payments, email)."""
+
+    service: str
+    """The service, e.g. ``payments`` or ``email``."""
+    operation: str
+    """The operation, e.g. ``refund``."""
+    payload: str
+    """The request body as canonical JSON text."""
+    idempotency_key: str
+    """The key it was sent under (a retry of the same operation reuses it)."""
+    requested_at: str
+    """The world's clock when it was sent (ISO-8601)."""
+
+
+@dataclass(frozen=True)
+class RowChange:
+    """One row the episode inserted, updated or deleted, against the world's snapshot."""
+
+    table: str
+    """The table."""
+    change: str
+    """``inserted``, ``updated`` or ``deleted``."""
+    key: str
+    """JSON of the row's primary key."""
+    row: str
+    """JSON object of the row, column by column: the new values for ``inserted`` and ``updated``,
+    the snapshot's values for ``deleted``. Snapshot plus changes rebuild the end state."""
+
+
+@dataclass(frozen=True)
+class RewardComponent:
+    """One profile-independent ingredient of the reward, as stored for rescoring."""
+
+    name: str
+    """The component's name (e.g. ``correctness``, ``efficiency``)."""
+    value: float | None
+    """Its value in [0, 1]; null when it was not measured (e.g. efficiency without reported tokens)."""
+    note: str | None
+    """Why it has that value, for people reading a result (null when none was given)."""
 
 
 @dataclass(frozen=True)
 class EpisodeRecord:
     """One episode of a run."""
 
+    record_version: int
+    """The schema version this record was written with (:data:`RECORD_VERSION`)."""
     run_id: str
     """The run this episode belongs to."""
     world: str
-    """The world's name."""
+    """The world's registered name."""
+    world_version: str
+    """The world version id (``wv_...``) the episode ran on."""
     scenario: str
     """The scenario id."""
     split: str
-    """train / dev / holdout."""
+    """``train``, ``dev`` or ``holdout``."""
+    category: str
+    """What kind of work the scenario is (refund, cancellation, question, ...)."""
     agent: str
-    """The agent's name (``reference``, ``null``, ``wrong:...`` or a user agent's name)."""
+    """The agent's name (``reference``, ``null``, ``wrong:...`` or a user agent's label)."""
+    agent_version: str
+    """The agent's version (a profile version or checkpoint label; ``builtin-<package version>`` for
+    the built-in agents; ``unversioned`` when none was given)."""
     repeat: int
     """Which repeat of this scenario (0-based)."""
     seed: int
     """The seed passed to ``reset``."""
     backend: str
-    """sqlite or postgres."""
+    """The database backend: ``sqlite`` or ``postgres``."""
+    stress: bool
+    """Whether the stress layer was on."""
     outcome: str
-    """verified / not_achieved / rule_violated / not_scored."""
+    """``verified``, ``not_achieved``, ``rule_violated`` or ``not_scored``."""
     ending: str
-    """done / gave_up / turn_limit / error."""
+    """How the episode stopped: ``done``, ``gave_up``, ``turn_limit`` or ``error``."""
     outcome_reward: float | None
-    """1, 0, -1, or None when not scored."""
+    """The outcome reward: 1, 0, -1; null when not scored."""
     reward: float | None
-    """The reward under the run's profile (the outcome reward without one); None when not scored."""
+    """The reward under the run's profile (``provenance.reward_profile``); null when not scored."""
     reason: str | None
-    """Why the episode was not scored, else None."""
+    """Why the episode was not scored; null when it was."""
     false_completion: bool
-    """Said done while a goal check failed."""
+    """The agent said it was done while a goal check failed."""
     duplicate_effects: int
-    """Repeated identical requests to outside services."""
+    """Requests to an outside service that repeated an earlier identical request."""
     recovered: bool
-    """A fault happened and the episode still verified cleanly."""
+    """A fault happened and the episode still verified, with no hard rule broken and no duplicate."""
     unnecessary_interruptions: int
     """Customer contacts beyond what the scenario allows."""
     rejected_attempts: int
-    """Actions not carried out (malformed, unknown tool, bad arguments, outside the role)."""
+    """Actions not carried out (malformed, unknown tool, invalid arguments, outside the role)."""
     faults_injected: int
-    """Scenario faults injected."""
+    """Scenario faults injected (refusals and unknown outcomes)."""
     stress_events: int
     """Stress-layer refusals."""
+    customer_contacts: int
+    """``ask_customer`` calls made."""
     turns: int
-    """Steps taken."""
+    """Steps taken (rejected attempts included); ``trace`` has one entry per step."""
     tool_calls: int
-    """Tool calls carried out or attempted."""
+    """Tool calls carried out or attempted against the application."""
     tokens: int | None
-    """Tokens the agent reported; None in external mode."""
-    checks: str
-    """Every check's result as a JSON list of {name, kind, op, want, held, passed, error}."""
-    trace: str
-    """Every turn as a JSON list of {turn, action, tool, status, observation, fault, latency_ms}."""
-    service_requests: str
-    """Every outside-service request as a JSON list of {service, operation, payload, idempotency_key, ...}."""
-    extra: str = field(default="{}")
-    """Further JSON fields (reward components, database changes, provenance) added by later stages."""
-
-    def checks_list(self) -> list[dict[str, Any]]:
-        return list(json.loads(self.checks))
-
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def record_episode(
-    episode: Episode, *, run_id: str, agent: str, repeat: int, seed: int, backend: str,
-    reward: float | None, extra: dict[str, Any] | None = None,
-) -> EpisodeRecord:
-    """The record of a finished episode."""
-    from dataclasses import asdict as _asdict
-
-    from ..services import service_log
-
-    verdict = episode.verdict
-    if verdict is None:
-        raise ValueError("the episode has not ended; records are made of finished episodes")
-    m = verdict.metrics
-    try:
-        requests = service_log(episode.db)
-    except Exception as exc:  # the database failed; the verdict already says not scored
-        requests = [{"error": f"the service record could not be read: {exc}"}]
-    return EpisodeRecord(
-        run_id=run_id, world=episode.world.name, scenario=episode.scenario.id, split=episode.scenario.split,
-        agent=agent, repeat=repeat, seed=seed, backend=backend,
-        outcome=verdict.outcome.value, ending=verdict.ending.value, outcome_reward=verdict.outcome_reward,
-        reward=reward if verdict.outcome_reward is not None else None, reason=verdict.reason,
-        false_completion=m.false_completion, duplicate_effects=m.duplicate_effects, recovered=m.recovered,
-        unnecessary_interruptions=m.unnecessary_interruptions, rejected_attempts=m.rejected_attempts,
-        faults_injected=m.faults_injected, stress_events=m.stress_events, turns=m.turns,
-        tool_calls=m.tool_calls, tokens=m.tokens,
-        checks=json.dumps([c.to_dict() for c in verdict.checks], default=str),
-        trace=json.dumps([_asdict(t) for t in episode.trace], default=str),
-        service_requests=json.dumps(requests, default=str),
-        extra=json.dumps(extra or {}, default=str, sort_keys=True),
-    )
+    """Tokens the agent reported with its actions; null when it reported none (external mode)."""
+    reward_components: tuple[RewardComponent, ...]
+    """The reward's profile-independent components; rescoring recombines them under any profile."""
+    checks: tuple[CheckRecord, ...]
+    """Every goal check's and hard rule's question and result, in scenario order."""
+    trace: tuple[Turn, ...]
+    """Every turn, in order."""
+    service_requests: tuple[ServiceRequest, ...]
+    """Every request to an outside service, oldest first."""
+    changes: tuple[RowChange, ...]
+    """Every row inserted, updated or deleted against the world's snapshot (the end state, offline)."""
+    capture_error: str | None
+    """Why ``service_requests`` or ``changes`` could not be read (then they are empty); null otherwise."""
+    provenance: Provenance
+    """The run's provenance blob: world, scoring contract, clock and build (see ``provenance.json``)."""

@@ -16,8 +16,10 @@ from typing import Any
 
 from ..agents import Policy, make_agent
 from ..backends import Database, open_database
+from ..clock import RUN_CONFIG, freeze_time_source, frozen_world, parse_day
 from ..env import Episode, RehearsalEnv
-from ..records import EpisodeRecord, record_episode, write_part
+from ..provenance import Provenance, provenance_of
+from ..records import EpisodeRecord, record_episode, write_bytes_atomic, write_part
 from ..scenarios import Scenario
 from ..verdict import Verdict
 from ..versions import scenarios_not_in_use
@@ -56,6 +58,12 @@ class RunConfig:
     """Episodes per batch (one part file each)."""
     run_id: str = field(default_factory=lambda: f"run_{uuid.uuid4().hex[:12]}")
     """The run's id."""
+    agent_version: str | None = None
+    """The agent's version (None: ``builtin-<package version>`` for a built-in agent, else ``unversioned``)."""
+    freeze_time: str | None = None
+    """Pin the clock and the day the data is seeded for to this ISO date (None: the world's data_anchor)."""
+    freeze_time_source: str = RUN_CONFIG
+    """Who pinned the clock when ``freeze_time`` is set (``rehearsal run`` passes ``--freeze-time``)."""
 
 
 @dataclass(frozen=True)
@@ -89,10 +97,43 @@ def plan(config: RunConfig, world: World) -> list[EpisodeSpec]:
     return [EpisodeSpec(s.id, k, config.seed + k) for s in chosen for k in range(config.repeats)]
 
 
+def world_for(config: RunConfig) -> World:
+    """The run's world, its clock frozen at ``config.freeze_time`` when set (workers load it with this)."""
+    return frozen_world(load_world(config.world), config.freeze_time)
+
+
+def run_provenance(config: RunConfig, world: World) -> Provenance:
+    """The run's provenance blob (cached); ``world`` must be :func:`world_for` of ``config``."""
+    if config.freeze_time is not None and world.data_anchor != parse_day(config.freeze_time):
+        raise ValueError(f"the run freezes time at {config.freeze_time}, but got world {world.name!r} anchored at "
+                         f"{world.data_anchor}; load the world with runner.world_for(config)")
+    source = freeze_time_source(config.freeze_time, config.freeze_time_source)
+    return provenance_of(world, config.profile, source)
+
+
+def write_provenance(config: RunConfig, out: Path, world: World | None = None) -> Path:
+    """Write ``provenance.json`` into the run directory, atomically; return its path."""
+    blob = run_provenance(config, world or world_for(config)).to_dict()
+    path = Path(out) / "provenance.json"
+    write_bytes_atomic(path, (json.dumps(blob, indent=2, sort_keys=True) + "\n").encode())
+    return path
+
+
+def agent_version_of(config: RunConfig) -> str:
+    """``config.agent_version``, else ``builtin-<package version>`` for a built-in agent, else ``unversioned``."""
+    if config.agent_version is not None:
+        return config.agent_version
+    if config.agent in ("reference", "null") or config.agent.startswith("wrong:"):
+        from .. import __version__
+
+        return f"builtin-{__version__}"
+    return "unversioned"
+
+
 def run_batch(config: RunConfig, specs: Sequence[EpisodeSpec], *, world: World | None = None,
               agent_factory: AgentFactory | None = None, database: Database | None = None) -> list[EpisodeRecord]:
     """Play ``specs`` on one database (opened here unless given) and return their records."""
-    world = world or load_world(config.world)
+    world = world or world_for(config)
     db = database or open_database(world, config.backend, **config.backend_options)
     try:
         return [play(config, world, db, spec, agent_factory) for spec in specs]
@@ -108,8 +149,9 @@ def play(config: RunConfig, world: World, db: Database, spec: EpisodeSpec,
     env = RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile)
     agent = agent_factory(scenario) if agent_factory else make_agent(config.agent, scenario)
     result = run_episode(env, agent, seed=spec.seed)
-    return record_episode(result.episode, run_id=config.run_id, agent=config.agent, repeat=spec.repeat,
-                          seed=spec.seed, backend=config.backend, reward=result.reward)
+    return record_episode(result.episode, run_id=config.run_id, agent=config.agent,
+                          agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
+                          backend=config.backend, stress=config.stress, provenance=run_provenance(config, world))
 
 
 @dataclass(frozen=True)
@@ -143,8 +185,9 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
     """Run serially in this process, write records and ``summary.json`` to ``out_dir``; return the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    world = load_world(config.world)
+    world = world_for(config)
     specs = plan(config, world)
+    write_provenance(config, out, world)
     records: list[EpisodeRecord] = []
     db = open_database(world, config.backend, **config.backend_options)
     try:
@@ -162,5 +205,6 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
 def write_summary(config: RunConfig, out: Path, records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     summary = summarize(records)
     summary["config"] = {k: v for k, v in asdict(config).items() if k != "backend_options"}
+    write_provenance(config, out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

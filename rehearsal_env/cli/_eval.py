@@ -1,0 +1,66 @@
+"""``rehearsal eval rescore|schema``: re-grade a stored run from its records; print the record schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..provenance import OUTCOME_PROFILE
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("eval", help="re-grade stored runs; describe episode records")
+    esub = p.add_subparsers(dest="eval_command", required=True, metavar="EVAL_COMMAND")
+    rescore = esub.add_parser(
+        "rescore", help="re-grade a stored run under a reward profile, from its records alone",
+        description="Apply a reward profile to a run's stored episode records (no database, application or "
+                    "model provider is touched) and write the rescored run to --out. Under the profile the "
+                    "run was scored with, every reward comes out identical; exit code 1 says otherwise.")
+    rescore.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (episodes.parquet/, provenance.json)")
+    rescore.add_argument("--profile", required=True,
+                         help=f"benchmark, rl, or {OUTCOME_PROFILE} (the 1 / 0 / -1 outcome reward)")
+    rescore.add_argument("--out", metavar="DIR",
+                         help="where to write the rescored run (default: RUN_DIR/rescore-PROFILE)")
+    rescore.add_argument("--recheck", action="store_true",
+                         help="also rebuild each episode's end state (world snapshot + stored row changes, on "
+                              "embedded SQLite) and run its checks again; exit 1 if a verdict differs")
+    rescore.add_argument("--json", action="store_true", help="print the report as JSON")
+    rescore.set_defaults(handler=handle_rescore)
+    schema = esub.add_parser("schema", help="the episode record schema, every field documented")
+    schema.set_defaults(handler=handle_schema)
+
+
+def handle_rescore(args: argparse.Namespace) -> int:
+    from ..rescore import rescore_run
+
+    report = rescore_run(args.run_dir, args.profile, args.out, recheck_checks=args.recheck)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.ok else 1
+
+    def mean(v: float | None) -> str:
+        return "-" if v is None else f"{v:.4f}"
+
+    print(f"rescored {report.episodes} episodes ({report.scored} scored) of {report.run_dir}")
+    print(f"  from {report.from_profile} ({report.from_reward_version}) to {report.profile} "
+          f"({report.reward_version})")
+    print(f"  identical rewards: {report.identical}/{report.episodes}; changed: {len(report.changed)}")
+    print(f"  mean reward: {mean(report.mean_reward_before)} -> {mean(report.mean_reward_after)}")
+    if report.same_contract and report.changed:
+        print("  ERROR: same contract, different rewards; the scoring changed without a new reward_version:")
+        for line in report.changed[:20]:
+            print(f"    {line}")
+    if report.rechecked:
+        print(f"  recheck on rebuilt end states: {report.recheck_agree}/{report.rechecked} verdicts equal the "
+              "stored ones")
+        for line in report.recheck_differences[:20]:
+            print(f"    {line}")
+    print(f"wrote {report.out}/ (episodes.parquet/, provenance.json, summary.json, rescore.json)")
+    return 0 if report.ok else 1
+
+
+def handle_schema(args: argparse.Namespace) -> int:
+    from ..records import schema_text
+
+    print(schema_text())
+    return 0

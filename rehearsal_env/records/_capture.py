@@ -1,0 +1,147 @@
+"""Making a record of a finished episode: its turns, checks, outside requests and database changes."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..backends import changes as database_changes
+from ..provenance import OUTCOME_PROFILE, Provenance
+from ._record import (
+    RECORD_VERSION,
+    CheckRecord,
+    EpisodeRecord,
+    RewardComponent,
+    RowChange,
+    ServiceRequest,
+    Turn,
+)
+
+if TYPE_CHECKING:
+    from ..checks import Check, CheckResult
+    from ..env import Episode
+    from ..scenarios import Scenario
+    from ..verdict import Verdict
+
+
+def as_json(value: Any) -> str:
+    """Canonical JSON text of a stored value (sorted keys; non-JSON values as text)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _turns(episode: Episode) -> tuple[Turn, ...]:
+    return tuple(Turn(t.turn, t.action, t.tool, t.status, t.observation, t.fault, t.status == "rejected",
+                      float(t.latency_ms)) for t in episode.trace)
+
+
+def _check_source(scenario: Scenario, result: CheckResult, index: int) -> Check | None:
+    ordered = [*scenario.goal_checks, *scenario.hard_rules]
+    if index < len(ordered) and ordered[index].name == result.name:
+        return ordered[index]
+    pool = scenario.goal_checks if result.kind == "goal" else scenario.hard_rules
+    return next((c for c in pool if c.name == result.name), None)
+
+
+def _checks(scenario: Scenario, results: tuple[CheckResult, ...]) -> tuple[CheckRecord, ...]:
+    out = []
+    for i, r in enumerate(results):
+        source = _check_source(scenario, r, i)
+        out.append(CheckRecord(
+            name=r.name, kind=r.kind, sql=source.sql if source else None,
+            params=as_json(list(source.params)) if source else None,
+            op=r.op, want=as_json(r.want), held=as_json(r.held), passed=r.passed, error=r.error))
+    return tuple(out)
+
+
+def _changes(episode: Episode) -> tuple[RowChange, ...]:
+    columns = {t.name: t.column_names for t in episode.db.tables}
+    diff = database_changes(episode.db, dict(episode.world.seed_rows()))
+    out = []
+    for table in sorted(diff):
+        for kind in ("inserted", "updated", "deleted"):
+            for row in diff[table][kind]:
+                out.append(RowChange(table, kind, as_json(row[0]),
+                                     as_json(dict(zip(columns[table], row, strict=True)))))
+    return tuple(out)
+
+
+def _service_requests(episode: Episode) -> tuple[ServiceRequest, ...]:
+    from ..services import service_log
+
+    return tuple(ServiceRequest(**{k: str(v) for k, v in r.items()}) for r in service_log(episode.db))
+
+
+def _reward(episode: Episode, verdict: Verdict, profile: str) -> tuple[float | None, tuple[RewardComponent, ...]]:
+    """The reward under ``profile`` and the components it is made of (what ``env.reward`` computes)."""
+    try:
+        from ..rewards import Components, apply_profile, components_of, load_profile
+    except ImportError:  # a build without rewards: the outcome reward, no components (until rewards lands)
+        if profile != OUTCOME_PROFILE:
+            raise ValueError(f"reward profile {profile!r} needs rehearsal_env.rewards, which this build lacks; "
+                             "leave out the profile to use the outcome reward") from None
+        return verdict.outcome_reward, ()
+    components = components_of(episode, verdict)
+    notes = dict(components.notes)
+    stored = tuple(RewardComponent(name, value, notes.get(name)) for name, value in components.values().items())
+    if verdict.outcome_reward is None or profile == OUTCOME_PROFILE:
+        return verdict.outcome_reward, stored
+    rebuilt = Components.from_values({c.name: c.value for c in stored})  # exactly what rescoring will see
+    return apply_profile(load_profile(profile), rebuilt).reward, stored
+
+
+def record_episode(
+    episode: Episode, *, run_id: str, agent: str, agent_version: str, repeat: int, seed: int, backend: str,
+    stress: bool, provenance: Provenance,
+) -> EpisodeRecord:
+    """The record of a finished episode (reads its outside requests and database changes once).
+
+    The reward is computed under ``provenance.reward_profile`` from the stored reward components,
+    so rescoring the record under the same profile gives the same number.
+
+    Raises:
+        ValueError: the episode has not ended.
+    """
+    verdict = episode.verdict
+    if verdict is None:
+        raise ValueError("expected a finished episode (with a verdict); records are made of finished episodes. "
+                         "Step the env until terminated or truncated, then record it")
+    m = verdict.metrics
+    capture_error = None
+    try:
+        requests, changed = _service_requests(episode), _changes(episode)
+    except Exception as exc:  # the database failed; the verdict already says not scored
+        requests, changed = (), ()
+        capture_error = f"the end state could not be read: {type(exc).__name__}: {exc}"
+    scenario = episode.scenario
+    reward, components = _reward(episode, verdict, provenance.reward_profile)
+    return EpisodeRecord(
+        record_version=RECORD_VERSION, run_id=run_id, world=episode.world.name,
+        world_version=provenance.world_version, scenario=scenario.id, split=scenario.split,
+        category=scenario.category, agent=agent, agent_version=agent_version, repeat=repeat, seed=seed,
+        backend=backend, stress=stress, outcome=verdict.outcome.value, ending=verdict.ending.value,
+        outcome_reward=verdict.outcome_reward, reward=reward, reason=verdict.reason,
+        false_completion=m.false_completion, duplicate_effects=m.duplicate_effects, recovered=m.recovered,
+        unnecessary_interruptions=m.unnecessary_interruptions, rejected_attempts=m.rejected_attempts,
+        faults_injected=m.faults_injected, stress_events=m.stress_events, customer_contacts=m.customer_contacts,
+        turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
+        reward_components=components,
+        checks=_checks(scenario, verdict.checks), trace=_turns(episode), service_requests=requests,
+        changes=changed, capture_error=capture_error, provenance=provenance,
+    )
+
+
+def not_played_record(
+    scenario: Scenario, *, run_id: str, agent: str, agent_version: str, repeat: int, seed: int, backend: str,
+    stress: bool, reason: str, provenance: Provenance,
+) -> EpisodeRecord:
+    """The record of an episode that could not be played to a verdict (a lost worker): not scored."""
+    return EpisodeRecord(
+        record_version=RECORD_VERSION, run_id=run_id, world=scenario.world, world_version=provenance.world_version,
+        scenario=scenario.id, split=scenario.split, category=scenario.category, agent=agent,
+        agent_version=agent_version, repeat=repeat, seed=seed, backend=backend, stress=stress,
+        outcome="not_scored", ending="error", outcome_reward=None, reward=None, reason=reason,
+        false_completion=False, duplicate_effects=0, recovered=False, unnecessary_interruptions=0,
+        rejected_attempts=0, faults_injected=0, stress_events=0, customer_contacts=0, turns=0, tool_calls=0,
+        tokens=None, reward_components=(), checks=(), trace=(), service_requests=(), changes=(),
+        capture_error=None, provenance=provenance,
+    )
