@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from ..backends import BACKENDS
+from ..clock import CLI
 from ..runner import RunConfig, format_table, run
 
 
@@ -23,8 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--dsn", help="PostgreSQL server to use (default: $REHEARSAL_POSTGRES_DSN, else a private one)")
     p.add_argument("--no-stress", action="store_true", help="switch the stress layer off")
     p.add_argument("--profile", help="reward profile (benchmark or rl; default: the outcome reward)")
+    p.add_argument("--freeze-time", metavar="DATE",
+                   help="pin what the env calls now, and the day the data is seeded for, to DATE (YYYY-MM-DD; "
+                        "default: the world's own data_anchor)")
+    p.add_argument("--agent-version", help="the agent's version stamped on every record "
+                                           "(default: builtin-<package version> for a built-in agent)")
     p.add_argument("--out", default=None, help="run directory (default: runs/<run id>)")
     p.set_defaults(handler=handle)
+
+
+def _stamp(args: argparse.Namespace) -> dict[str, Any]:
+    """What the run stamps on every record besides its config: who pinned the clock, the agent's version."""
+    return {"freeze_time": args.freeze_time, "freeze_time_source": CLI, "agent_version": args.agent_version}
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -39,7 +51,7 @@ def handle(args: argparse.Namespace) -> int:
         raise ValueError("--dsn only applies to --backend postgres")
     config = RunConfig(world=args.world, agent=args.agent, split=args.split, scenarios=tuple(args.scenario),
                        repeats=args.repeats, seed=args.seed, backend=args.backend, backend_options=options,
-                       stress=not args.no_stress, profile=args.profile)
+                       stress=not args.no_stress, profile=args.profile, **_stamp(args))
     out = Path(args.out or Path("runs") / config.run_id)
     summary = run(config, out)
     print(f"run {config.run_id}: world={config.world} agent={config.agent} split={config.split or 'all'} "
