@@ -1,11 +1,24 @@
-"""``rehearsal world list|show``: describe worlds, their tools and scenarios."""
+"""``rehearsal world list|show|build|recheck|withdraw``: describe worlds; publish and recheck versions."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
+from ..versions import (
+    build_and_publish,
+    load_manifest,
+    recheck,
+    render_html,
+    render_markdown,
+    summary_line,
+    withdraw_by_hand,
+)
 from ..worlds import load_world, world_names
+
+VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else ./world_versions)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -16,7 +29,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     show = wsub.add_parser("show", help="a world's tools, roles, policies and scenarios")
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="print JSON")
+    show.add_argument("--html", metavar="FILE", help="write the published version's world page as HTML")
+    show.add_argument("--markdown", metavar="FILE", help="write the world page as Markdown ('-': print it)")
+    show.add_argument("--versions", metavar="DIR", help=VERSIONS_HELP)
     show.set_defaults(handler=handle_show)
+    build = wsub.add_parser("build", help="validate every scenario and publish an immutable world version",
+                            description="Validate every scenario (null fails, reference passes, wrong fail, "
+                            "replay same, facts reachable), measure reset and isolation, publish wv_<hash>.")
+    build.add_argument("name")
+    build.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
+    build.set_defaults(handler=handle_build)
+    re = wsub.add_parser("recheck", help="replay a published version; withdraw scenarios found unfair")
+    re.add_argument("name")
+    re.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
+    re.set_defaults(handler=handle_recheck)
+    wd = wsub.add_parser("withdraw", help="withdraw one scenario of the published version, with a reason")
+    wd.add_argument("name")
+    wd.add_argument("scenario")
+    wd.add_argument("--reason", required=True, help="why a careful agent cannot pass it")
+    wd.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
+    wd.set_defaults(handler=handle_withdraw)
 
 
 def handle_list(args: argparse.Namespace) -> int:
@@ -28,6 +60,8 @@ def handle_list(args: argparse.Namespace) -> int:
 
 def handle_show(args: argparse.Namespace) -> int:
     world = load_world(args.name)
+    if args.html or args.markdown:
+        return _write_page(args)
     info = world.describe()
     if args.json:
         info["scenario_list"] = [{"id": s.id, "split": s.split, "category": s.category, "role": s.role,
@@ -50,4 +84,51 @@ def handle_show(args: argparse.Namespace) -> int:
     print(f"\nscenarios: {info['scenarios']}")
     for s in world.scenarios():
         print(f"  {s.id:<28} {s.split:<8} {s.category:<13} {s.request[:70]}")
+    return 0
+
+
+def _write_page(args: argparse.Namespace) -> int:
+    manifest = load_manifest(args.name, root=args.versions)
+    for target, render in ((args.markdown, render_markdown), (args.html, render_html)):
+        if not target:
+            continue
+        text = render(manifest)
+        if target == "-":
+            sys.stdout.write(text)
+        else:
+            Path(target).write_text(text)
+            print(f"wrote {target}: world {args.name} {manifest.version.id}, {summary_line(manifest)}")
+    return 0
+
+
+def handle_build(args: argparse.Namespace) -> int:
+    world = load_world(args.name)
+    result = build_and_publish(world, args.out)
+    version = result.version
+    verb = "published" if result.published else "already published (identical; nothing written)"
+    print(f"world {world.name} {version.id}: {verb} at {result.path}")
+    print(f"  {len(version.validation)} scenarios validated, {len(version.scenarios)} in the version, "
+          f"{len(version.kept_out)} kept out ({result.seconds:.1f}s)")
+    for kept in version.kept_out:
+        print(f"  kept out {kept.scenario}: {'; '.join(kept.reasons)}")
+    for fact in version.isolation:
+        holds = "n/a" if fact.holds is None else "yes" if fact.holds else "NO"
+        print(f"  {fact.name:<8} {holds:<4} {fact.detail}")
+    return 0
+
+
+def handle_recheck(args: argparse.Namespace) -> int:
+    world = load_world(args.name)
+    result = recheck(world, args.out)
+    manifest = result.manifest
+    print(f"world {world.name} {manifest.version.id}: rechecked {len(result.rechecked)} scenarios, "
+          f"withdrew {len(result.withdrawn)} ({result.seconds:.1f}s); {summary_line(manifest)}")
+    for w in result.withdrawn:
+        print(f"  withdrawn {w.scenario}: {w.reason}")
+    return 0
+
+
+def handle_withdraw(args: argparse.Namespace) -> int:
+    manifest = withdraw_by_hand(load_world(args.name), args.scenario, args.reason, args.out)
+    print(f"world {args.name} {manifest.version.id}: withdrew {args.scenario}; {summary_line(manifest)}")
     return 0

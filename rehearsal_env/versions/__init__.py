@@ -20,6 +20,8 @@ from ._manifest import (
     Withdrawal,
     WorldVersion,
 )
+from ._page import render_html, render_markdown, summary_line
+from ._play import BuildAborted
 from ._store import (
     NotPublished,
     VersionConflict,
@@ -35,6 +37,7 @@ from ._validate import validate_scenario
 __all__ = [
     "CHECK_LABELS",
     "VALIDATOR_VERSION",
+    "BuildAborted",
     "BuildResult",
     "Fact",
     "Finding",
@@ -51,7 +54,10 @@ __all__ = [
     "load_manifest",
     "publish",
     "recheck",
+    "render_html",
+    "render_markdown",
     "scenarios_not_in_use",
+    "summary_line",
     "validate_scenario",
     "version_dir",
     "versions_root",

@@ -55,6 +55,7 @@ def facts_reachable(world: World, scenario: Scenario, trace: Sequence[TurnRecord
     seen: list[tuple[str, str]] = [("the request", scenario.request)]
     seen += [("a customer fact", answer) for _, answer in scenario.facts]
     sources: dict[str, int] = {}
+    missing: set[tuple[str, str]] = set()
     keys = 0
     for turn in trace:
         tool, args = _call(turn.action)
@@ -63,19 +64,31 @@ def facts_reachable(world: World, scenario: Scenario, trace: Sequence[TurnRecord
                 continue
             keys += 1
             source = next((where for where, text in seen if shows(text, value)), None)
-            if source is None:
+            if source is None and (name, repr(value)) not in missing:
+                missing.add((name, repr(value)))
                 problems.append(f"turn {turn.turn} calls {tool}({name}={value!r}), but no tool result, "
                                 f"the request or a customer fact shows {value!r} before it")
-            else:
+            elif source is not None:
                 kind = "a tool result" if source.startswith("turn ") else source
                 sources[kind] = sources.get(kind, 0) + 1
-        seen.append((f"turn {turn.turn} ({tool})", turn.observation))
+        seen.append((f"turn {turn.turn} ({tool})", _shown(turn.observation)))
     if problems:
         return Finding(False, "; ".join(problems))
     if not keys:
         return Finding(True, "the reference passes no ids; nothing to look up")
     where = ", ".join(f"{n} from {k}" for k, n in sorted(sources.items()))
     return Finding(True, f"{keys} id(s) used by the reference, each shown before use ({where})")
+
+
+def _shown(observation: str) -> str:
+    """What an observation shows the agent: messages and the tool result (not the turn counters)."""
+    try:
+        data = json.loads(observation)
+    except ValueError:
+        return observation
+    if not isinstance(data, dict):
+        return observation
+    return json.dumps([data.get("messages"), data.get("tool_result")], ensure_ascii=True, default=str)
 
 
 def _call(action: str) -> tuple[str, dict[str, Any]]:
