@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,34 @@ from rehearsal_env.worlds import World  # noqa: E402
 def tiny_world() -> World:
     """A 2-table world with a payout tool, two roles and three scenarios."""
     return build_world()
+
+
+# --- PostgreSQL backend (tests/test_postgres.py) ------------------------------------------------
+# A private server for the whole session: initdb + postgres on a Unix socket under a temp folder,
+# stopped at the end. Tests skip without PostgreSQL binaries, unless REHEARSAL_REQUIRE_POSTGRES=1.
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """The DSN of a private PostgreSQL server started for this test session."""
+    import os
+    import shutil
+    import tempfile
+
+    from rehearsal_env.backends._pgcluster import forget
+    from rehearsal_env.backends._pgserver import PostgresUnavailable, PrivateServer, find_binaries
+
+    try:
+        find_binaries()
+    except PostgresUnavailable as exc:
+        if os.environ.get("REHEARSAL_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"REHEARSAL_REQUIRE_POSTGRES=1 but {exc}")
+        pytest.skip(str(exc))
+    base = Path(tempfile.mkdtemp(prefix="rehearsal-pgtest-"))
+    base.chmod(0o711)  # under root the server runs as another account, which must reach its folder
+    server = PrivateServer(base / "data")
+    try:
+        dsn = server.start()
+        yield dsn
+        forget(dsn)
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,245 @@
+"""One PostgreSQL server as the backend uses it: world templates, env databases, the check role.
+
+A :class:`Cluster` per server (per DSN) keeps an admin connection and builds,
+once per world version, a *template database*: the world's tables created with
+``_dialect.create_table(table, "postgres")``, seeded from ``world.seed_rows()``,
+sequences set so the next id is max(id) + 1, the reset machinery of
+:mod:`._pgreset` installed, and ``SELECT`` granted to the read-only check role.
+Every env then gets its own database cloned from the template
+(``CREATE DATABASE ... TEMPLATE``), and drops it when it closes.
+
+Template names carry a hash of the world's name, seed data, DDL and the reset
+code, so a changed world gets a new template; on the process's own private
+server, stale templates and the env databases of dead processes are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import itertools
+import os
+import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql as pgsql
+
+from . import _pgcompat, _pgreset
+from ._database import DatabaseError
+from ._dialect import create_table
+from ._pgsql import connect
+
+if TYPE_CHECKING:
+    from ..worlds import World
+
+CHECK_ROLE = "rehearsal_checker"
+"""A role without login that may only SELECT the world's tables; checks run as it."""
+_ENV_PREFIX = "rehearsal_env_"
+_TPL_PREFIX = "rehearsal_tpl_"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:16] or "world"
+
+
+def template_name(world: World) -> str:
+    """The template database of ``world``'s current schema, data and reset code."""
+    h = hashlib.sha256()
+    h.update(world.name.encode())
+    h.update(world.seed_fingerprint.encode())
+    for table in world.tables:
+        h.update("\n".join(create_table(table, "postgres")).encode())
+    h.update(inspect.getsource(_pgreset).encode())
+    h.update(inspect.getsource(_pgcompat).encode())
+    return f"{_TPL_PREFIX}{_slug(world.name)}_{h.hexdigest()[:16]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Cluster:
+    """World templates and env databases on one server (see the module docstring)."""
+
+    def __init__(self, dsn: str, *, private: bool) -> None:
+        self.dsn = dsn
+        self.private = private
+        self._lock = threading.Lock()
+        self._templates: dict[str, str] = {}
+        self._counter = itertools.count(1)
+        try:
+            self._admin = connect(dsn, application_name="rehearsal-env admin")
+        except psycopg.Error as exc:
+            raise DatabaseError(
+                f"could not connect to PostgreSQL at {dsn!r}: {exc}. Check the DSN (dsn= or "
+                "REHEARSAL_POSTGRES_DSN), or leave both unset to start a private server"
+            ) from exc
+        self._ensure_check_role()
+        if private:
+            self._drop_leftovers()
+
+    # -- databases -----------------------------------------------------------
+    def db_dsn(self, dbname: str) -> str:
+        return psycopg.conninfo.make_conninfo(self.dsn, dbname=dbname)
+
+    def create_env_database(self, world: World) -> str:
+        """A new database cloned from ``world``'s template; returns its name."""
+        template = self.template(world)
+        name = f"{_ENV_PREFIX}{os.getpid()}_{next(self._counter)}"
+        self._admin_run(
+            pgsql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                pgsql.Identifier(name), pgsql.Identifier(template))
+        )
+        return name
+
+    def drop_database(self, name: str) -> None:
+        self._admin_run(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name)))
+
+    def _admin_run(
+        self, statement: pgsql.SQL | pgsql.Composed, params: tuple[Any, ...] = ()
+    ) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                if self._admin.closed or self._admin.broken:
+                    self._admin = connect(self.dsn, application_name="rehearsal-env admin")
+                cur = self._admin.execute(statement, params)
+            except psycopg.Error as exc:
+                raise DatabaseError(
+                    f"PostgreSQL at {self.dsn!r} refused {statement.as_string(None)}: {exc}") from exc
+            return cur.fetchall() if cur.description else []
+
+    # -- templates -----------------------------------------------------------
+    def template(self, world: World) -> str:
+        """The name of ``world``'s template database, built on first use."""
+        name = template_name(world)
+        if name in self._templates:
+            return name
+        exists = self._admin_run(pgsql.SQL("SELECT 1 FROM pg_database WHERE datname = %s"), (name,))
+        if not exists:
+            self._build_template(world, name)
+        self._templates[name] = name
+        return name
+
+    def _build_template(self, world: World, name: str) -> None:
+        building = f"{name}_b{os.getpid()}"
+        self.drop_database(building)
+        self._admin_run(pgsql.SQL(
+            "CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
+        ).format(pgsql.Identifier(building)))
+        try:
+            with connect(self.db_dsn(building), application_name="rehearsal-env template") as conn:
+                self._fill(conn, world)
+                conn.execute("VACUUM (FREEZE, ANALYZE)")
+        except (psycopg.Error, ValueError) as exc:
+            self.drop_database(building)
+            raise DatabaseError(
+                f"could not build the PostgreSQL template of world {world.name!r}: {exc}") from exc
+        try:
+            self._admin_run(pgsql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                pgsql.Identifier(building), pgsql.Identifier(name)))
+        except DatabaseError:
+            self.drop_database(building)  # another process finished the same template first
+            if not self._admin_run(pgsql.SQL("SELECT 1 FROM pg_database WHERE datname = %s"), (name,)):
+                raise
+        if self.private:
+            stale = self._admin_run(
+                pgsql.SQL("SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s"),
+                (f"{_TPL_PREFIX}{_slug(world.name)}\\_%", name),
+            )
+            for (old,) in stale:
+                if re.fullmatch(rf"{_TPL_PREFIX}{_slug(world.name)}_[0-9a-f]{{16}}", old):
+                    self.drop_database(old)
+
+    def _fill(self, conn: psycopg.Connection[Any], world: World) -> None:
+        rows = world.seed_rows()
+        sequences: dict[str, str] = {}
+        max_ids: dict[str, int | None] = {}
+        with conn.transaction():
+            for table in world.tables:
+                for statement in create_table(table, "postgres"):
+                    conn.execute(statement)
+            for table in world.tables:
+                data = rows.get(table.name, ())
+                cols = ", ".join(table.column_names)
+                with conn.cursor().copy(f"COPY {table.name} ({cols}) FROM STDIN") as copy:
+                    for row in data:
+                        copy.write_row([int(v) if v.__class__ is bool else v for v in row])
+                (seq,) = conn.execute("SELECT pg_get_serial_sequence(%s, %s)",
+                                      (table.name, table.primary_key)).fetchone() or (None,)
+                if seq is None:
+                    raise ValueError(f"table {table.name!r} has no identity sequence on {table.primary_key}")
+                sequences[table.name] = seq
+                top = conn.execute(f"SELECT max({table.primary_key}) FROM {table.name}").fetchone()
+                max_ids[table.name] = top[0] if top else None
+                conn.execute(_pgreset.seed_sequence_sql(table, seq, max_ids[table.name]))
+            for statement in _pgreset.install_sql(world.tables, sequences, max_ids):
+                conn.execute(statement)
+            for statement in _pgcompat.install_sql(CHECK_ROLE):
+                conn.execute(statement)
+            conn.execute(pgsql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(pgsql.Identifier(CHECK_ROLE)))
+            conn.execute(pgsql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+                pgsql.Identifier(CHECK_ROLE)))
+
+    # -- setup ---------------------------------------------------------------
+    def _ensure_check_role(self) -> None:
+        try:
+            with self._lock:
+                self._admin.execute(f"""DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{CHECK_ROLE}') THEN
+    CREATE ROLE {CHECK_ROLE} NOLOGIN NOINHERIT;
+  END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END $$""")
+                (superuser,) = self._admin.execute(
+                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() or (False,)
+                if not superuser:
+                    self._admin.execute(f"GRANT {CHECK_ROLE} TO current_user")
+        except psycopg.Error as exc:
+            raise DatabaseError(
+                f"PostgreSQL at {self.dsn!r}: could not create or join the read-only role {CHECK_ROLE!r} "
+                f"({exc}). The backend needs a user with CREATEDB and CREATEROLE (or a superuser), or an "
+                f"administrator to run: CREATE ROLE {CHECK_ROLE} NOLOGIN; GRANT {CHECK_ROLE} TO <your user>"
+            ) from exc
+
+    def _drop_leftovers(self) -> None:
+        """Env databases and half-built templates of processes that died (own private server only)."""
+        names = self._admin_run(
+            pgsql.SQL("SELECT datname FROM pg_database WHERE datname LIKE %s"), ("rehearsal\\_%",))
+        for (name,) in names:
+            match = re.fullmatch(rf"{_ENV_PREFIX}(\d+)_\d+|{_TPL_PREFIX}\w+_b(\d+)", name)
+            pid = match and int(match.group(1) or match.group(2))
+            if pid and (pid == os.getpid() or not _pid_alive(pid)):
+                self.drop_database(name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._admin.close()
+
+
+_CLUSTERS: dict[str, Cluster] = {}
+_CLUSTERS_LOCK = threading.Lock()
+
+
+def cluster(dsn: str, *, private: bool) -> Cluster:
+    """The process's :class:`Cluster` for ``dsn`` (one admin connection per server)."""
+    with _CLUSTERS_LOCK:
+        found = _CLUSTERS.get(dsn)
+        if found is None or found._admin.closed:
+            found = _CLUSTERS[dsn] = Cluster(dsn, private=private)
+        return found
+
+
+def forget(dsn: str) -> None:
+    """Close and forget the :class:`Cluster` of ``dsn`` (before its server stops)."""
+    with _CLUSTERS_LOCK:
+        found = _CLUSTERS.pop(dsn, None)
+    if found is not None:
+        found.close()
