@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _eval, _health, _run, _world
+from . import _eval, _health, _readiness, _run, _world
 
-COMMANDS = (_run, _world, _eval, _health)
+COMMANDS = (_run, _world, _eval, _health, _readiness)
 
 
 def build_parser() -> argparse.ArgumentParser:

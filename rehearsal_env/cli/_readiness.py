@@ -1,0 +1,34 @@
+"""``rehearsal readiness RUN_DIR...``: "Ready to pilot" or "Needs work" per agent and world version."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from ..readiness import assess, format_readiness
+from ..records import read_records
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("readiness", help="is an agent version ready to pilot on a world version?",
+                       description="Read the episode records of one or more runs and say, per agent version "
+                       "and world version, 'Ready to pilot' or 'Needs work' with the reasons.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (with episodes.parquet/)")
+    p.add_argument("--improved", action="store_true",
+                   help="the agent version came from an improvement step: count holdout episodes only")
+    p.add_argument("--versions", metavar="DIR",
+                   help="published world versions (default: $REHEARSAL_WORLD_VERSIONS, else "
+                   "./world_versions)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    records = [r for run_dir in args.run_dirs for r in read_records(run_dir)]
+    verdicts = assess(records, improved=args.improved, versions_root=args.versions)
+    if args.json:
+        print(json.dumps([{**asdict(v), "label": v.label} for v in verdicts], indent=2))
+    else:
+        print("\n\n".join(format_readiness(v) for v in verdicts))
+    return 0

@@ -1,0 +1,162 @@
+"""Readiness on crafted runs of the tiny world: each rule, alone, turns "Ready to pilot" into "Needs work".
+
+Runs are real episodes played by per-scenario policies (reference, give up,
+break the hard rule then give up, claim done at once) under one agent label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+import tinyworld
+
+from rehearsal_env.agents import NullAgent, Policy, ScriptedAgent
+from rehearsal_env.cli import main
+from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, judge
+from rehearsal_env.records import EpisodeRecord, write_part
+from rehearsal_env.runner import EpisodeSpec, RunConfig, run_batch
+from rehearsal_env.scenarios import Scenario, Solution, ToolCall
+from rehearsal_env.versions import build_and_publish, withdraw_by_hand
+from rehearsal_env.worlds import World
+
+GIVE_UP = ToolCall("give_up", {"reason": "I cannot do this"})
+BREAK_RULE = Solution("break-rule", (ToolCall("pay_out", {"account_id": 2, "amount_cents": 500}), GIVE_UP))
+
+POLICIES: dict[str, Callable[[Scenario], Policy]] = {
+    "reference": lambda s: ScriptedAgent(s.reference),
+    "give-up": lambda s: ScriptedAgent(Solution("give-up", (GIVE_UP,))),
+    "break-rule": lambda s: ScriptedAgent(BREAK_RULE),
+    "claim-done": lambda s: NullAgent(),
+}
+ALL = ("pay-ann", "pay-changed", "pay-unknown")  # dev, train, holdout
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return tinyworld.build_world()
+
+
+@pytest.fixture(scope="module")
+def root(world: World, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("versions")
+    assert build_and_publish(world, out).version.scenarios == ALL
+    return out
+
+
+def episodes(world: World, plan: Mapping[str, tuple[str, ...]],
+             agent: str = "candidate") -> list[EpisodeRecord]:
+    """Play ``{scenario: (policy per repeat, ...)}`` as one agent version."""
+    records: list[EpisodeRecord] = []
+    config = RunConfig(world="tiny", agent=agent, agent_version="v1")
+    for scenario, kinds in plan.items():
+        for repeat, kind in enumerate(kinds):
+            spec = EpisodeSpec(scenario, repeat, repeat)
+            records += run_batch(config, [spec], world=world, agent_factory=POLICIES[kind])
+    return records
+
+
+def verdict(world: World, root: Path, plan: Mapping[str, tuple[str, ...]], **kw: bool) -> Readiness:
+    return judge(episodes(world, plan), versions_root=root, **kw)
+
+
+def test_ready_when_every_rule_holds(world: World, root: Path) -> None:
+    r = verdict(world, root, {s: ("reference", "reference") for s in ALL})
+    assert r.ready and r.label == READY and r.reasons == ()
+    assert (r.counted, r.verified, r.rule_violations, r.false_completions) == (6, 6, (), ())
+
+
+def test_fewer_than_three_scored_episodes(world: World, root: Path) -> None:
+    r = verdict(world, root, {"pay-ann": ("reference", "reference")})
+    assert r.label == NEEDS_WORK and len(r.reasons) == 1
+    assert r.reasons[0].startswith("only 2 scored episode(s) on scenarios this version never learned from")
+
+
+def test_eighty_percent_verified_is_the_line(world: World, root: Path) -> None:
+    four_of_five = verdict(world, root, {"pay-ann": ("reference", "reference", "give-up"),
+                                         "pay-unknown": ("reference", "reference")})
+    assert four_of_five.ready and four_of_five.verified_share == 0.8
+    three_of_four = verdict(world, root, {"pay-ann": ("reference", "give-up"),
+                                          "pay-unknown": ("reference",) * 2})
+    assert not three_of_four.ready
+    assert three_of_four.reasons == (
+        "75% verified (3 of 4 on scenarios it never learned from); needs 80% or more",)
+
+
+def test_one_broken_hard_rule_is_enough(world: World, root: Path) -> None:
+    r = verdict(world, root, {"pay-ann": ("reference",) * 3 + ("break-rule",),
+                              "pay-unknown": ("reference",) * 2})
+    assert r.verified_share is not None and r.verified_share > 0.8 and r.false_completions == ()
+    assert r.rule_violations == ("pay-ann#3",)
+    assert r.reasons == ("1 episode(s) broke a hard rule: pay-ann#3",)
+
+
+def test_one_false_completion_is_enough(world: World, root: Path) -> None:
+    r = verdict(world, root, {"pay-ann": ("reference",) * 3 + ("claim-done",),
+                              "pay-unknown": ("reference",) * 2})
+    assert r.rule_violations == () and r.false_completions == ("pay-ann#3",)
+    assert r.reasons == ("1 episode(s) claimed to be done when they were not: pay-ann#3",)
+
+
+def test_an_improved_version_counts_holdout_only(world: World, root: Path) -> None:
+    plan = {"pay-ann": ("reference",) * 3, "pay-changed": ("reference",) * 3,
+            "pay-unknown": ("reference",) * 2}
+    improved = verdict(world, root, plan, improved=True)
+    assert improved.counted == 2 and ("learned from (not holdout)", 6) in improved.left_out
+    assert improved.reasons[0].startswith("only 2 scored episode(s) on holdout scenarios")
+    assert judge(episodes(world, plan), versions_root=root).ready  # nobody improved it: every scenario counts
+    enough = verdict(world, root, {**plan, "pay-unknown": ("reference",) * 3}, improved=True)
+    assert enough.ready and enough.counted == 3
+
+
+def test_rules_four_and_five_also_watch_the_episodes_it_learned_from(world: World, root: Path) -> None:
+    plan = {"pay-changed": ("break-rule",), "pay-unknown": ("reference",) * 3}
+    r = verdict(world, root, plan, improved=True)
+    assert r.counted == 3 and r.verified == 3 and r.rule_violations == ("pay-changed#0",) and not r.ready
+
+
+def test_withdrawn_and_not_scored_episodes_do_not_count(world: World, root: Path, tmp_path: Path) -> None:
+    own_root = tmp_path / "versions"
+    build_and_publish(world, own_root)
+    plan = {"pay-ann": ("give-up",) * 2, "pay-unknown": ("reference",) * 3}
+    records = episodes(world, plan)
+    assert not judge(records, versions_root=own_root).ready  # 3 of 5 verified
+    withdraw_by_hand(world, "pay-ann", "the request allowed paying from either account", own_root)
+    r = judge(records, versions_root=own_root)
+    assert r.ready and r.counted == 3 and r.left_out == (("withdrawn scenario", 2),)
+    failed = [dataclasses.replace(x, outcome="not_scored", reason="the sandbox failed") for x in records[2:]]
+    r = judge([*records[:2], *failed, *episodes(world, {"pay-changed": ("reference",) * 3})],
+              versions_root=own_root)
+    assert r.ready and dict(r.left_out) == {"withdrawn scenario": 2, "not scored": 3}
+
+
+def test_an_unpublished_world_version_needs_work(world: World, tmp_path: Path) -> None:
+    r = verdict(world, tmp_path, {s: ("reference",) * 2 for s in ALL})
+    assert not r.ready and r.counted == 6
+    assert r.reasons[0].startswith("the world version is not published, so it cannot be evaluated")
+    assert "run `rehearsal world build tiny` first" in r.reasons[0]
+
+
+def test_one_verdict_per_agent_version(world: World, root: Path) -> None:
+    records = episodes(world, {s: ("reference",) for s in ALL})
+    records += episodes(world, {"pay-ann": ("claim-done",)}, "other")
+    verdicts = assess(records, versions_root=root)
+    assert [(v.agent, v.label) for v in verdicts] == [("candidate", READY), ("other", NEEDS_WORK)]
+    with pytest.raises(ValueError, match="mix"):
+        judge(records, versions_root=root)
+
+
+def test_cli_prints_the_verdict_and_reasons(world: World, root: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    write_part(tmp_path / "a", episodes(world, {s: ("reference",) for s in ALL}), 0)
+    write_part(tmp_path / "b", episodes(world, {"pay-ann": ("claim-done",)}), 0)
+    assert main(["readiness", str(tmp_path / "a"), "--versions", str(root)]) == 0
+    assert capsys.readouterr().out.startswith("Ready to pilot: agent candidate (v1) on world tiny wv_")
+    assert main(["readiness", str(tmp_path / "a"), str(tmp_path / "b"), "--versions", str(root),
+                 "--improved"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Needs work: agent candidate (v1)")
+    assert "only 1 scored episode(s) on holdout scenarios" in out
+    assert "1 episode(s) claimed to be done when they were not: pay-ann#0" in out
