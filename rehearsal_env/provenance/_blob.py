@@ -85,7 +85,7 @@ class Provenance:
     capabilities: Capabilities
     """The exact tasks, whether they fit the world, and the clock."""
     build: Build
-    """The code."""
+    """Which code produced the number: the package version and a hash of its files."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON blob (tuples as lists)."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import changes as database_changes
 from ..provenance import OUTCOME_PROFILE, Provenance
+from ..rewards import Components, apply_profile, components_of, load_profile
 from ._record import (
     RECORD_VERSION,
     CheckRecord,
@@ -73,13 +74,6 @@ def _service_requests(episode: Episode) -> tuple[ServiceRequest, ...]:
 
 def _reward(episode: Episode, verdict: Verdict, profile: str) -> tuple[float | None, tuple[RewardComponent, ...]]:
     """The reward under ``profile`` and the components it is made of (what ``env.reward`` computes)."""
-    try:
-        from ..rewards import Components, apply_profile, components_of, load_profile
-    except ImportError:  # a build without rewards: the outcome reward, no components (until rewards lands)
-        if profile != OUTCOME_PROFILE:
-            raise ValueError(f"reward profile {profile!r} needs rehearsal_env.rewards, which this build lacks; "
-                             "leave out the profile to use the outcome reward") from None
-        return verdict.outcome_reward, ()
     components = components_of(episode, verdict)
     notes = dict(components.notes)
     stored = tuple(RewardComponent(name, value, notes.get(name)) for name, value in components.values().items())

@@ -95,7 +95,7 @@ class RowChange:
     """One row the episode inserted, updated or deleted, against the world's snapshot."""
 
     table: str
-    """The table."""
+    """The table the row belongs to."""
     change: str
     """``inserted``, ``updated`` or ``deleted``."""
     key: str

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends import DatabaseError, Dialect
 from ..backends.sqlite import build_snapshot, single_value
 from ..checks import Check, CheckError, CheckRefused, CheckResult, validate_check_sql
 from ..clock import frozen_world
@@ -35,7 +37,7 @@ def _read_only(action: int, *_: Any) -> int:
 class EndState:
     """A stored episode's end state in an in-memory SQLite database that only answers reads."""
 
-    dialect = "sqlite"
+    dialect: Dialect = "sqlite"
 
     def __init__(self, world: World, changes: Sequence[RowChange]) -> None:
         self.tables: tuple[Table, ...] = world.tables
@@ -50,7 +52,19 @@ class EndState:
         self._conn.set_authorizer(_read_only)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._conn.execute(sql, tuple(params)).fetchall()
+        try:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"the rebuilt end state answers reads only: {exc}") from exc
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise DatabaseError("the rebuilt end state is read-only: it answers checks, it runs no application")
+
+    def transaction(self) -> AbstractContextManager[None]:
+        raise DatabaseError("the rebuilt end state is read-only: it answers checks, it runs no application")
+
+    def reset(self) -> None:
+        raise DatabaseError("the rebuilt end state has no snapshot to reset to; rebuild it from the record")
 
     def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
         validate_check_sql(sql)
