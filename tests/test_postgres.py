@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import date
@@ -260,6 +262,19 @@ def test_without_a_dsn_the_process_runs_its_own_server(chain_world: World, postg
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize(("require", "expect"), [("", "1 skipped"), ("1", "1 error")])
+def test_without_binaries_the_tests_skip_unless_required(require: str, expect: str, tmp_path: Path) -> None:
+    env = {**os.environ, "REHEARSAL_POSTGRES_BIN": str(tmp_path), "REHEARSAL_REQUIRE_POSTGRES": require}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider",
+         "-k", "same_values_and_digest", str(Path(__file__))],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert expect in done.stdout, done.stdout[-2000:]
+    if require:
+        assert "REHEARSAL_REQUIRE_POSTGRES=1 but" in done.stdout
 
 
 # -- parity: every scenario of every world, every scripted agent ---------------------------------

@@ -9,8 +9,8 @@ listening only on a Unix socket in a fresh private directory, with
 
 PostgreSQL refuses to run as root, so under root the server runs as an
 unprivileged user: ``$REHEARSAL_POSTGRES_USER``, else ``postgres``, else
-``nobody``. Binaries are looked up in ``$REHEARSAL_POSTGRES_BIN``, on ``PATH``,
-then in the usual install folders.
+``nobody``. Binaries are taken from ``$REHEARSAL_POSTGRES_BIN`` when set, else
+looked up on ``PATH``, then in the usual install folders.
 """
 
 from __future__ import annotations
@@ -56,14 +56,21 @@ def _version_key(path: str) -> tuple[int, ...]:
 
 
 def find_binaries() -> Path:
-    """The folder holding ``initdb`` and ``postgres``.
+    """The folder holding ``initdb`` and ``postgres`` (only ``$REHEARSAL_POSTGRES_BIN`` when set).
 
     Raises:
         PostgresUnavailable: naming every place searched and how to point at an install.
     """
+    chosen = os.environ.get("REHEARSAL_POSTGRES_BIN")
+    if chosen:
+        folder = Path(chosen)
+        if (folder / "initdb").is_file() and (folder / "postgres").is_file():
+            return folder
+        raise PostgresUnavailable(
+            f"REHEARSAL_POSTGRES_BIN={chosen} holds no initdb and postgres; point it at the bin folder "
+            "of a PostgreSQL install (e.g. /usr/lib/postgresql/15/bin), or unset it to search PATH"
+        )
     candidates: list[Path] = []
-    if os.environ.get("REHEARSAL_POSTGRES_BIN"):
-        candidates.append(Path(os.environ["REHEARSAL_POSTGRES_BIN"]))
     on_path = shutil.which("initdb")
     if on_path:
         candidates.append(Path(on_path).resolve().parent)

@@ -109,7 +109,7 @@ def connect(dsn: str, *, application_name: str = "rehearsal-env") -> psycopg.Con
     conn.adapters.register_loader("bool", BoolLoader)
     conn.execute(
         f"SET synchronous_commit = off; SET TimeZone = 'UTC'; SET search_path = {SEARCH_PATH}; "
-        "SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '60s'"
+        "SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '10min'"
     )
     return conn
 
