@@ -181,7 +181,7 @@ def test_freeze_time_pins_now_and_the_day_the_data_is_seeded_for(tiny: World, tm
 
 def test_freeze_time_on_the_command_line_and_bad_days(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--world", "tiny", "--scenario", "pay-ann", "--freeze-time", "2026-02-03",
-                 "--out", str(tmp_path), "--quiet"]) == 0
+                 "--out", str(tmp_path)]) == 0
     capsys.readouterr()
     blob = json.loads((tmp_path / "provenance.json").read_text())
     assert blob["capabilities"]["freeze_time_source"] == CLI and blob["dataset"]["data_anchor"] == "2026-02-03"
