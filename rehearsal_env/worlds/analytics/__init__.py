@@ -42,7 +42,7 @@ Scenarios (every one a question; ``scope`` is empty: nothing may change)
     Reference: run the aggregating query (or read the order), then finish
     with the answer. Wrong solutions: ``wrong:constant-answer``,
     ``wrong:sum-in-model`` (the model adds up rows the console cut off),
-    ``wrong:off-by-one-window``, ``wrong:first-request``, ``wrong:leak-email``.
+    ``wrong:off-by-one-window``, ``wrong:first-request-only``, ``wrong:leak-email``.
 
 Checks
     Goal: ``the answer matches the oracle``: one SELECT comparing the latest

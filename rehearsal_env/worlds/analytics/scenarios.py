@@ -151,7 +151,7 @@ def _changes(world: World, db: Database) -> list[Scenario]:
         answer = format_answer(value, final.kind)
         wrong = _wrong(db, final, value, ())
         if not same_answer(first_answer, value, final.kind, TOLERANCE[final.kind]):
-            wrong["wrong:first-request"] = (call("run_sql", sql=first.oracle), finish(first_answer))
+            wrong["wrong:first-request-only"] = (call("run_sql", sql=first.oracle), finish(first_answer))
         change = RequestChange(when="turn", turn=1, message=f"Sorry, I asked the wrong thing. {final.request}")
         q = replace(final, request=first.request)
         out.append(_scenario(world, f"changed-{name}-{i + 1:04d}", SPLIT_OF[i], q,
