@@ -15,7 +15,8 @@ the next inserted id equal to SQLite's max(id) + 1.
   old one) vs drop/create + schema + seed through COPY.
 
 A *step* is one read tool call, one write tool call (each its own committed
-transaction) and three checks.
+transaction) and three checks. Last, every scenario's reference episode is played
+and the reset after it timed (what an RL loop pays between episodes).
 """
 
 from __future__ import annotations
@@ -72,6 +73,18 @@ def step(db: Database, table: Table, key: int) -> None:
                        f"{table.primary_key} = ?", (key,))
 
 
+def after_episodes(db: Database, world: World, out: list[float]) -> None:
+    """Reset after each scenario's reference episode (what an RL loop does between episodes)."""
+    from rehearsal_env.agents import make_agent
+    from rehearsal_env.env import RehearsalEnv
+    from rehearsal_env.runner import run_episode
+
+    for scenario in world.scenarios():
+        env = RehearsalEnv(scenario, world, database=db)
+        run_episode(env, make_agent("reference", scenario), seed=0)
+        timed(out, db.reset)
+
+
 def timed(out: list[float], fn: Callable[[], Any]) -> Any:
     started = time.perf_counter()
     value = fn()
@@ -108,7 +121,7 @@ def sqlite_reseed(world: World) -> sqlite3.Connection:
 def bench_sqlite(world: World, resets: int, slow: int) -> tuple[Timings, list[str]]:
     db = open_database(world)
     table = largest(world)
-    t: Timings = {"reset": [], "reseed": [], "step": []}
+    t: Timings = {"reset": [], "reseed": [], "step": [], "episode": []}
     snapshot, expect_id = digest(db), max(r[0] for r in world.seed_rows()[largest(world).name]) + 1
     per_round = max(1, resets // slow)
     for i in range(slow):
@@ -118,6 +131,7 @@ def bench_sqlite(world: World, resets: int, slow: int) -> tuple[Timings, list[st
             timed(t["reset"], db.reset)
             timed(t["step"], functools.partial(step, db, table, 1 + j % 50))
             db.reset()
+    after_episodes(db, world, t["episode"])
     notes = check(db, snapshot, table, expect_id, "deserialize")
     db.close()
     return t, notes
@@ -135,7 +149,7 @@ def bench_postgres(world: World, resets: int, slow: int, dsn: str | None) -> tup
     cluster = db._cluster
     template = template_name(world)
     table = largest(world)
-    t: Timings = {"reset": [], "clone": [], "reseed": [], "step": []}
+    t: Timings = {"reset": [], "clone": [], "reseed": [], "step": [], "episode": []}
     snapshot, expect_id = digest(db), max(r[0] for r in world.seed_rows()[table.name]) + 1
     state: dict[str, Any] = {"n": 0, "clone": None, "reseed": None}
 
@@ -179,6 +193,7 @@ def bench_postgres(world: World, resets: int, slow: int, dsn: str | None) -> tup
                 timed(t["reset"], db.reset)
                 timed(t["step"], functools.partial(step, db, table, 1 + j % 50))
                 db.reset()
+        after_episodes(db, world, t["episode"])
         notes = check(db, snapshot, table, expect_id, "trigger-logged restore")
     finally:
         for kind in ("clone", "reseed"):
@@ -215,16 +230,17 @@ def report(backend: str, world: World, t: Timings, notes: list[str]) -> str:
         "clone": "template clone + connect + drop old",
         "reseed": "re-run schema + seed SQL" if backend == "sqlite" else "drop/create + schema + seed (COPY)",
         "step": "step: 1 read + 1 write + 3 checks",
+        "episode": "reset after each reference episode",
     }
     base = statistics.median(t["reset"])
     lines = [f"backend {backend}, world {world.name} ({total:,} rows, {len(world.tables)} tables), "
              f"{os.cpu_count()} cores, python {sys.version.split()[0]}",
              f"{'strategy':<42}{'n':>6}{'median ms':>12}{'p95 ms':>10}{'x chosen':>10}"]
-    for key in ("reset", "clone", "reseed", "step"):
+    for key in ("reset", "clone", "reseed", "episode", "step"):
         if key not in t:
             continue
         med = statistics.median(t[key])
-        ratio = f"{med / base:,.0f}x" if key in ("clone", "reseed") else ("1x" if key == "reset" else "")
+        ratio = {"reset": "1x", "clone": f"{med / base:,.0f}x", "reseed": f"{med / base:,.0f}x"}.get(key, "")
         lines.append(f"{labels[key]:<42}{len(t[key]):>6}{med:>12.3f}{p95(t[key]):>10.3f}{ratio:>10}")
     return "\n".join(lines + notes)
 
