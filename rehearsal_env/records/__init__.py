@@ -48,6 +48,7 @@ __all__ = [
     "ServiceRequest",
     "Turn",
     "as_json",
+    "describe",
     "from_row",
     "next_part",
     "not_played_record",
