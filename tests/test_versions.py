@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 from rehearsal_env.checks import Check
+from rehearsal_env.cli import main
 from rehearsal_env.scenarios import Scenario
 from rehearsal_env.schema import col
-from rehearsal_env.versions import world_version
+from rehearsal_env.tools import ToolKind
+from rehearsal_env.versions import content_hashes, load_manifest, version_id_of, world_version
 from rehearsal_env.worlds import World, load_world
 
 
-@pytest.fixture(scope="module")
-def shop() -> World:
-    return load_world("shop")
+@pytest.fixture(scope="module", params=["shop", "analytics"])
+def shop(request: pytest.FixtureRequest) -> World:
+    """Each built-in world in turn (named ``shop`` for the first)."""
+    return load_world(request.param)
 
 
 def test_id_is_stable_for_equal_content(shop: World) -> None:
@@ -42,6 +46,12 @@ def _one_tool_changed(shop: World) -> World:
     return dataclasses.replace(shop, tools=(dataclasses.replace(first, parameters=schema), *rest))
 
 
+def _tool_kind_changed(shop: World) -> World:
+    first, *rest = shop.tools
+    kind: ToolKind = "write" if first.kind == "read" else "read"
+    return dataclasses.replace(shop, tools=(dataclasses.replace(first, kind=kind), *rest))
+
+
 def _schema_changed(shop: World) -> World:
     table = shop.tables[0]
     wider = dataclasses.replace(table, columns=(*table.columns, col("nickname", null=True)))
@@ -53,6 +63,7 @@ def _schema_changed(shop: World) -> World:
     pytest.param(lambda w: dataclasses.replace(w, generate_scenarios=lambda x: w.generate_scenarios(x)[1:]),
                  id="scenario-removed"),
     pytest.param(_one_tool_changed, id="tool-schema"),
+    pytest.param(_tool_kind_changed, id="tool-kind"),
     pytest.param(lambda w: dataclasses.replace(w, tools=w.tools[:-1]), id="tool-removed"),
     pytest.param(_schema_changed, id="schema"),
     pytest.param(lambda w: dataclasses.replace(w, seed=w.seed + 1), id="seed"),
@@ -71,3 +82,33 @@ def test_id_covers_reward_profiles(shop: World, tmp_path: Path, monkeypatch: pyt
     with_profile = world_version(shop)
     (tmp_path / "benchmark.toml").write_text('name = "benchmark"\nstep_penalty = 0.01\n')
     assert len({empty, with_profile, world_version(shop)}) == 3
+
+
+def test_world_build_and_page_from_the_command_line(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    shop = load_world("shop")
+    vid = world_version(shop)
+    assert main(["world", "build", "shop", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"world shop {vid}: published at {tmp_path / 'shop' / vid}")
+    n = len(shop.scenarios())
+    assert f"{n} scenarios validated, {n} in the version, 0 kept out" in out
+    assert "network  n/a  not applicable: embedded database, no application network" in out
+    manifest = load_manifest(shop, root=tmp_path)
+    assert manifest.version.id == vid and manifest.in_use == tuple(s.id for s in shop.scenarios())
+    content = json.loads((tmp_path / "shop" / vid / "content.json").read_text())
+    assert version_id_of(content_hashes(content)) == vid  # anyone can re-hash the published content
+    html, md = tmp_path / "shop.html", tmp_path / "shop.md"
+    assert main(["world", "show", "shop", "--versions", str(tmp_path), "--html", str(html),
+                 "--markdown", str(md)]) == 0
+    page = md.read_text()
+    for heading in ("## Validation", "## Kept out", "## Withdrawn", "## Reset and isolation", "## Content"):
+        assert heading in page
+    assert f"| {shop.scenarios()[0].id} | {shop.scenarios()[0].split} |" in page
+    assert "<h2>Reset and isolation</h2>" in html.read_text() and vid in html.read_text()
+
+
+def test_world_show_page_needs_a_published_version(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["world", "show", "shop", "--versions", str(tmp_path), "--markdown", "-"]) == 2
+    assert "run `rehearsal world build shop` first" in capsys.readouterr().err

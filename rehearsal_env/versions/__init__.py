@@ -9,7 +9,7 @@ every scenario (:mod:`._validate`), measures the reset and isolation facts
 """
 
 from ._build import BuildResult, RecheckResult, build_and_publish, build_version, recheck, withdraw_by_hand
-from ._content import content_hashes, world_content, world_version
+from ._content import content_hashes, version_id_of, world_content, world_version
 from ._manifest import (
     CHECK_LABELS,
     VALIDATOR_VERSION,
@@ -60,6 +60,7 @@ __all__ = [
     "summary_line",
     "validate_scenario",
     "version_dir",
+    "version_id_of",
     "versions_root",
     "withdraw",
     "withdraw_by_hand",
