@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import unfairworld
 
+from rehearsal_env import worlds
+from rehearsal_env.cli import main
 from rehearsal_env.runner import RunConfig, plan
 from rehearsal_env.versions import (
     Fact,
@@ -146,3 +148,31 @@ def test_unpublished_version_says_how_to_build(world: World, tmp_path: Path) -> 
     with pytest.raises(FileNotFoundError, match="run `rehearsal world build unfair` first"):
         load_manifest(world, root=tmp_path)
     assert isinstance(Manifest, type)
+
+
+def test_recheck_and_withdraw_from_the_command_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        service_up: None) -> None:
+    monkeypatch.setitem(worlds._REGISTRY, "unfair", unfairworld.build_world)
+    monkeypatch.setattr(worlds, "_LOADED", dict(worlds._LOADED))
+    out = ["--out", str(tmp_path)]
+    assert main(["world", "build", "unfair", *out]) == 0
+    printed = capsys.readouterr().out
+    assert "7 scenarios validated, 2 in the version, 5 kept out" in printed
+    assert "kept out hidden-id: a needed fact is not reachable: turn 1 calls pay_out(account_id=3)" in printed
+    assert main(["world", "build", "unfair", *out]) == 0
+    assert "already published (identical; nothing written)" in capsys.readouterr().out
+    unfairworld.SERVICE["up"] = False
+    assert main(["world", "recheck", "unfair", *out]) == 0
+    printed = capsys.readouterr().out
+    assert "rechecked 2 scenarios, withdrew 1" in printed
+    assert "withdrawn gated: the reference solution" in printed
+    assert main(["world", "withdraw", "unfair", "fair", "--reason", "the request allowed two", *out]) == 0
+    assert "0 in use" in capsys.readouterr().out
+    assert main(["world", "withdraw", "unfair", "fair", "--reason", "again", *out]) == 2
+    assert "cannot withdraw 'fair'" in capsys.readouterr().err
+    assert main(["world", "show", "unfair", "--versions", str(tmp_path), "--markdown", "-"]) == 0
+    page = capsys.readouterr().out
+    assert "| gated | dev | payout | pass | pass | pass | pass | pass | withdrawn |" in page
+    assert "- **gated** (recheck), world date 2026-01-15, recorded at " in page
+    assert "- **hidden-id**: a needed fact is not reachable" in page
