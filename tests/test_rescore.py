@@ -15,7 +15,7 @@ from rehearsal_env.records import EpisodeRecord, read_records, write_part
 from rehearsal_env.rescore import rescore_run
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.scenarios import Scenario
-from rehearsal_env.worlds import World, register_world
+from rehearsal_env.worlds import World, load_world, register_world
 
 SPLIT = "dev"
 
@@ -176,3 +176,16 @@ def test_rescore_refuses_what_it_cannot_do(benchmark_run: Path, tmp_path: Path, 
     write_part(mixed_dir, [*records, *read_records(tmp_path / "tiny")], 0)
     with pytest.raises(ValueError, match="mixes runs"):
         rescore_run(mixed_dir, "rl")
+
+
+def test_records_of_a_postgres_run_rebuild_on_sqlite_to_the_same_verdicts(postgres_dsn: str, tmp_path: Path) -> None:
+    chosen = tuple(s.id for s in load_world("shop").scenarios(SPLIT))[::5]
+    for backend, options in (("postgres", {"dsn": postgres_dsn}), ("sqlite", {})):
+        run(RunConfig(world="shop", scenarios=chosen, agent="mixed", backend=backend, backend_options=options),
+            tmp_path / backend, agent_factory=mixed)
+    pg, lite = read_records(tmp_path / "postgres"), read_records(tmp_path / "sqlite")
+    assert len(pg) == len(chosen) and any(r.changes for r in pg)
+    assert [(r.outcome, r.changes, r.reward_components) for r in pg] == [
+        (r.outcome, r.changes, r.reward_components) for r in lite]
+    report = rescore_run(tmp_path / "postgres", "rl", recheck_checks=True)
+    assert report.ok and report.rechecked == report.recheck_agree == len(chosen)

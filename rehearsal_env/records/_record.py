@@ -155,7 +155,8 @@ class EpisodeRecord:
     outcome_reward: float | None
     """The outcome reward: 1, 0, -1; null when not scored."""
     reward: float | None
-    """The reward under the run's profile (``provenance.reward_profile``); null when not scored."""
+    """The reward under the run's profile (``provenance.reward_profile``), computed from ``reward_components``;
+    null when not scored, or when the profile measured none of its weighted components."""
     reason: str | None
     """Why the episode was not scored; null when it was."""
     false_completion: bool
