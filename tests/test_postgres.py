@@ -169,6 +169,18 @@ def test_ids_follow_sqlite_after_rollback_delete_and_explicit_ids(pair: tuple[Da
     assert digest(lite) == digest(pg)
 
 
+def test_a_failed_write_is_undone_alone_and_the_tool_call_goes_on(pair: tuple[Database, Database]) -> None:
+    for db in pair:
+        with db.transaction():
+            db.execute("UPDATE teams SET name = 'RED' WHERE id = 1")
+            with pytest.raises(ApplicationError):
+                db.execute("INSERT INTO members (team_id, name, score) VALUES (99, 'ghost', 0.0)")
+            db.execute("INSERT INTO notes (member_id, body) VALUES (1, 'after')")
+    assert digest(pair[0]) == digest(pair[1])
+    assert pair[1].query("SELECT name FROM teams WHERE id = 1") == [("RED",)]
+    assert _next_ids(pair[0]) == _next_ids(pair[1]) == {"teams": 3, "members": 8, "notes": 2}
+
+
 def test_errors_map_like_sqlite(pair: tuple[Database, Database]) -> None:
     for db in pair:
         with pytest.raises(ApplicationError, match="the application refused the change"), db.transaction():

@@ -31,6 +31,7 @@ SERVER_CLOCK = re.compile(
 _CLOCK_LITERAL = re.compile(r"'\s*(now|today|tomorrow|yesterday)\s*'", re.IGNORECASE)
 _DELETE = re.compile(r"\bdelete\b", re.IGNORECASE)
 _INSERT = re.compile(r"\binsert\b", re.IGNORECASE)
+_WRITE = re.compile(r"\b(insert|update|delete)\b", re.IGNORECASE)
 _INSERT_COLUMNS = re.compile(r"^\s*insert\s+into\s+\w+\s*(\((?P<cols>[^)]*)\))?", re.IGNORECASE)
 
 
@@ -73,6 +74,9 @@ class Translated(NamedTuple):
     "next id = max(id) + 1" and a sequence can part, so sequences are re-synced."""
     inserts: bool
     """An INSERT: if its transaction rolls back, the sequence has still advanced."""
+    writes: bool
+    """An INSERT, UPDATE or DELETE: inside a transaction it runs under a savepoint, so that a
+    failing statement is undone alone and the transaction goes on, as on SQLite."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -99,7 +103,8 @@ def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
         cols = insert.group("cols")
         moves_ids = moves_ids or cols is None or bool(keys & {c.strip().lower() for c in cols.split(",")})
     inserts = bool(_INSERT.search(code))
-    return Translated(placeholders("".join(parts), "postgres"), moves_ids, inserts)
+    writes = bool(_WRITE.search(code))
+    return Translated(placeholders("".join(parts), "postgres"), moves_ids, inserts, writes)
 
 
 def connect(dsn: str, *, application_name: str = "rehearsal-env") -> psycopg.Connection[tuple[Any, ...]]:

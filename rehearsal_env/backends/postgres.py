@@ -5,7 +5,8 @@ private server the process starts from the local binaries (see :mod:`._pgcache`)
 Each env gets its own database, cloned from a per-world template built once per
 server (:mod:`._pgcluster`), and drops it on :meth:`PostgresDatabase.close`.
 
-Every tool call commits, as a real application does; :meth:`PostgresDatabase.reset`
+Every tool call commits, as a real application does (each write inside it runs
+under a savepoint, so a refused write is undone alone, as on SQLite); :meth:`PostgresDatabase.reset`
 still restores the exact snapshot (rows and id sequences) with one function call
 in one round trip, because row triggers log every touched key (:mod:`._pgreset`).
 No transaction is held across episodes.
@@ -111,14 +112,17 @@ class PostgresDatabase:
         except SqlNotAllowed as exc:
             raise DatabaseError(f"the application's SQL is not allowed: {exc}") from exc
         try:
-            cur = self._conn.execute(stmt.text, plain(params))
-            rows = cur.fetchall() if cur.description is not None else []
+            if self._in_transaction and stmt.writes:
+                rows = self._statement_atomic(stmt.text, plain(params))
+            else:
+                cur = self._conn.execute(stmt.text, plain(params))
+                rows = cur.fetchall() if cur.description is not None else []
         except pgerrors.IntegrityError as exc:
             raise ApplicationError(f"the application refused the change: {_first_line(exc)}") from exc
         except pgerrors.InFailedSqlTransaction as exc:
             raise DatabaseError(
-                "PostgreSQL aborted this tool call's transaction after an earlier statement failed; a tool "
-                "must not run more SQL after catching ApplicationError (SQLite would let it)"
+                "PostgreSQL aborted this tool call's transaction after an earlier query failed with a "
+                "DatabaseError; a tool must not run more SQL after catching one (fix the failing query)"
             ) from exc
         except psycopg.Error as exc:
             raise DatabaseError(f"PostgreSQL failed on {sql.split(None, 1)[0]}: {_first_line(exc)}") from exc
@@ -128,6 +132,22 @@ class PostgresDatabase:
         elif stmt.moves_ids:
             self._call("sync_sequences")
         return [tuple(r) for r in rows]
+
+    def _statement_atomic(self, text: str, params: tuple[Any, ...]) -> list[Row]:
+        """Run a write under a savepoint (one round trip): if it fails, only it is undone."""
+        conn = self._conn
+        try:
+            with conn.pipeline():
+                conn.execute("SAVEPOINT rehearsal_statement", prepare=False)
+                cur = conn.execute(text, params)
+                conn.execute("RELEASE SAVEPOINT rehearsal_statement", prepare=False)
+            return cur.fetchall() if cur.description is not None else []
+        except psycopg.Error:
+            self._moved_ids = True  # a failed INSERT still advanced its sequence
+            if conn.info.transaction_status == TransactionStatus.INERROR:
+                self._command("ROLLBACK TO SAVEPOINT rehearsal_statement")
+                self._command("RELEASE SAVEPOINT rehearsal_statement")
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -232,7 +252,7 @@ class PostgresDatabase:
     # -- helpers -----------------------------------------------------------------
     def _command(self, command: str) -> None:
         try:
-            self._conn.execute(command)
+            self._conn.execute(command, prepare=False)
         except psycopg.Error as exc:
             raise DatabaseError(f"PostgreSQL failed on {command}: {_first_line(exc)}") from exc
 
