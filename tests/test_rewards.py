@@ -330,3 +330,20 @@ def test_the_env_reward_is_the_profile_reward(analytics: World) -> None:
             break
     assert rewards[-1] == 1.0 and info["outcome"] == "verified"
     assert set(COMPONENTS) == set(components_of(env.episode, info["verdict"]).values())
+
+
+def test_components_recomputed_from_stored_records_match(tmp_path: Path) -> None:
+    """A run's Parquet records alone (no database) give back every stored component."""
+    from rehearsal_env.cli import main
+    from rehearsal_env.records import read_records
+    from rehearsal_env.rewards import inputs_from_record
+
+    shop = load_world("shop")
+    picks = [s.id for s in shop.scenarios("dev")][::6]
+    args = ["run", "--world", "shop", "--agent", "wrong:repeat-write", "--profile", "rl", "--out", str(tmp_path)]
+    assert main(args + [a for sid in picks for a in ("--scenario", sid)]) == 0
+    records = read_records(tmp_path)
+    assert records and any(r.changes for r in records)
+    for record in records:
+        stored = {c.name: c.value for c in record.reward_components}
+        assert compute_components(inputs_from_record(record)).values() == stored, record.scenario

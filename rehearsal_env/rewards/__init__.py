@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..verdict import Outcome
 from .components import COMPONENTS, EXTERNAL_MODE, Components, compute_components
 from .grounding import MAX_RESULT_VALUES, METHODS, runtime_grounding
-from .inputs import ComponentInputs, TurnInput, inputs_for, inputs_from_episode
+from .inputs import ComponentInputs, TurnInput, inputs_for, inputs_from_episode, inputs_from_record
 from .profiles import (
     Profile,
     ProfileError,
@@ -83,6 +83,7 @@ __all__ = [
     "evaluate",
     "inputs_for",
     "inputs_from_episode",
+    "inputs_from_record",
     "load_profile",
     "profile_names",
     "profiles_dir",

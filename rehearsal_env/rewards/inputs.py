@@ -4,9 +4,9 @@
 actions, scope, budgets), the trace, the check results, the run metrics and
 the rows changed against the snapshot. :func:`inputs_from_episode` builds it
 from a finished episode (reading the database changes once, and only when a
-write was carried out); a stored record supplies the same fields through
-:func:`inputs_for`, so an episode can be rescored from Parquet without its
-database.
+write was carried out); :func:`inputs_from_record` rebuilds the same inputs
+from a stored episode record, so an episode's components can be recomputed
+from Parquet without its database.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from ..backends import changes
@@ -21,6 +22,7 @@ from ..tools import BUILTIN_TOOLS, retry_operation
 
 if TYPE_CHECKING:
     from ..env import Episode
+    from ..records import EpisodeRecord
     from ..scenarios import Scenario
     from ..verdict import Verdict
     from ..worlds import World
@@ -176,4 +178,25 @@ def inputs_from_episode(episode: Episode, verdict: Verdict) -> ComponentInputs:
         rules_passed=[c.passed for c in verdict.checks if c.kind == "hard_rule"],
         duplicate_effects=m.duplicate_effects, turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
         trace=trace, changed=changed,
+    )
+
+
+def inputs_from_record(record: EpisodeRecord, world: World | None = None) -> ComponentInputs:
+    """Inputs rebuilt from a stored episode record alone (its world's scenario supplies the scoring facts).
+
+    The world is loaded by name and moved to the record's data anchor when it was frozen at another day.
+    """
+    from ..worlds import load_world
+
+    world = world or load_world(record.world)
+    anchor = record.provenance.dataset.data_anchor
+    if anchor and anchor != world.data_anchor.isoformat():
+        world = world.with_anchor(date.fromisoformat(anchor))
+    return inputs_for(
+        world, world.scenario(record.scenario), outcome=record.outcome,
+        goal_passed=[c.passed for c in record.checks if c.kind == "goal"],
+        rules_passed=[c.passed for c in record.checks if c.kind == "hard_rule"],
+        duplicate_effects=record.duplicate_effects, turns=record.turns, tool_calls=record.tool_calls,
+        tokens=record.tokens, trace=[TurnInput(t.tool, t.action, t.status, t.observation) for t in record.trace],
+        changed=[(c.table, c.change, json.loads(c.key)) for c in record.changes],
     )
