@@ -179,8 +179,9 @@ class PrivateServer:
         args = [str(self.bin / "postgres"), "-D", str(self.data_dir), "-p", "5432",
                 "-c", "listen_addresses=", "-c", f"unix_socket_directories={self._socket_dir}",
                 "-c", "synchronous_commit=off", "-c", "fsync=off", "-c", "full_page_writes=off",
-                "-c", "max_connections=200", "-c", "timezone=UTC", "-c", "log_min_messages=warning"]
-        with open(self.log_path, "ab") as log:
+                "-c", "max_connections=200", "-c", "timezone=UTC", "-c", "log_checkpoints=off"]
+        keep = self.log_path.exists() and self.log_path.stat().st_size < 1 << 20
+        with open(self.log_path, "ab" if keep else "wb") as log:
             self._proc = self._spawn(args, log)
         self._wait_ready()
         return self.dsn
@@ -233,7 +234,8 @@ class PrivateServer:
         """Stop a server left running on this data folder by a process that died without stopping it."""
         pid_file = self.data_dir / "postmaster.pid"
         try:
-            pid = int(pid_file.read_text().split("\n", 1)[0])
+            lines = pid_file.read_text().split("\n")
+            pid = int(lines[0])
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, ValueError):
             pid_file.unlink(missing_ok=True)
@@ -245,6 +247,9 @@ class PrivateServer:
         deadline = time.monotonic() + 30
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        socket_dir = Path(lines[4]) if len(lines) > 4 else None  # postmaster.pid: line 5
+        if socket_dir and socket_dir.name.startswith("rehearsal-pg-"):
+            shutil.rmtree(socket_dir, ignore_errors=True)
 
     def _wait_ready(self) -> None:
         assert self._proc is not None
