@@ -61,6 +61,14 @@ class Database(Protocol):
         """
         ...
 
+    def read_query(self, sql: str, *, max_rows: int, timeout_s: float) -> tuple[tuple[str, ...], list[Row], bool]:
+        """Run an agent's single SELECT read-only: (column names, at most ``max_rows`` rows, whether cut).
+
+        Raises:
+            ApplicationError: refused, failed or past ``timeout_s`` (the agent's problem; it sees why).
+        """
+        ...
+
     def reset(self) -> None:
         """Restore the exact snapshot taken after seeding (rows and id counters)."""
         ...

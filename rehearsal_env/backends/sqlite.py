@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -98,20 +99,56 @@ class SQLiteDatabase:
             raise
         self._conn.execute("COMMIT")
 
-    def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        validate_check_sql(sql)
+    @contextmanager
+    def _read_only(self, timeout_s: float | None = None) -> Iterator[None]:
+        """``PRAGMA query_only``, an authorizer that allows only reading, and an optional deadline."""
         self._conn.execute("PRAGMA query_only = ON")
         self._conn.set_authorizer(_authorize_read_only)
+        if timeout_s is not None:
+            deadline = time.monotonic() + timeout_s
+            self._conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         try:
-            rows = self._conn.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            if "not authorized" in str(exc) or "readonly" in str(exc):
-                raise CheckRefused(f"the check tried to do more than read: {exc}") from exc
-            raise CheckError(f"the check's query failed: {exc}") from exc
+            yield
         finally:
+            self._conn.set_progress_handler(None, 0)
             self._conn.set_authorizer(None)
             self._conn.execute("PRAGMA query_only = OFF")
+
+    def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        validate_check_sql(sql)
+        try:
+            with self._read_only():
+                rows = self._conn.execute(sql, tuple(params)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if _refused(exc):
+                raise CheckRefused(f"the check tried to do more than read: {exc}") from exc
+            raise CheckError(f"the check's query failed: {exc}") from exc
         return single_value(rows)
+
+    def read_query(self, sql: str, *, max_rows: int, timeout_s: float) -> tuple[tuple[str, ...], list[Row], bool]:
+        """An agent's read-only SELECT: (column names, at most ``max_rows`` rows, whether cut).
+
+        Raises:
+            ApplicationError: the query is refused, fails or runs past ``timeout_s`` (the agent sees why).
+        """
+        try:
+            validate_check_sql(sql, name="query")
+        except CheckRefused as exc:
+            raise ApplicationError(f"{exc}. Only one read-only SELECT statement runs") from exc
+        try:
+            with self._read_only(timeout_s):
+                cursor = self._conn.execute(sql)
+                rows = cursor.fetchmany(max_rows + 1)
+                columns = tuple(d[0] for d in cursor.description or ())
+                cursor.close()
+        except sqlite3.Error as exc:
+            if "interrupt" in str(exc):
+                raise ApplicationError(f"the query ran longer than {timeout_s:g}s and was stopped; filter "
+                                       "earlier, join on keys, or aggregate in the query") from exc
+            if _refused(exc):
+                raise ApplicationError(f"the query tried to do more than read: {exc}") from exc
+            raise ApplicationError(f"the query failed: {exc}") from exc
+        return columns, rows[:max_rows], len(rows) > max_rows
 
     def reset(self) -> None:
         try:
@@ -121,6 +158,10 @@ class SQLiteDatabase:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _refused(exc: sqlite3.Error) -> bool:
+    return "not authorized" in str(exc) or "readonly" in str(exc)
 
 
 def single_value(rows: Sequence[Sequence[Any]]) -> Any:

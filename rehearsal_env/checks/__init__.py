@@ -8,6 +8,7 @@ from ._check import (
     CheckRefused,
     CheckResult,
     Op,
+    code_only,
     validate_check_sql,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "CheckRefused",
     "CheckResult",
     "Op",
+    "code_only",
     "validate_check_sql",
 ]

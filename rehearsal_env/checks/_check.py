@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Op = Literal["eq", "ne", "gt", "ge", "lt", "le"]
@@ -123,13 +123,13 @@ _WRITE_WORDS = re.compile(
 )
 
 
-def _code_only(sql: str) -> str:
+def code_only(sql: str) -> str:
     """The statement with string literals, quoted identifiers and comments blanked out."""
     return _STRINGS_AND_COMMENTS.sub(" ", sql)
 
 
 def _count_placeholders(sql: str) -> int:
-    return _code_only(sql).count("?")
+    return code_only(sql).count("?")
 
 
 def validate_check_sql(sql: str, *, name: str = "<check>") -> None:
@@ -138,7 +138,7 @@ def validate_check_sql(sql: str, *, name: str = "<check>") -> None:
     Raises:
         CheckRefused: with a message that says what arrived and what is accepted.
     """
-    code = _code_only(sql).strip()
+    code = code_only(sql).strip()
     body = code.rstrip().rstrip(";").strip()
     if not body:
         raise CheckRefused(f"check {name!r}: the query is empty; write one SELECT statement")

@@ -78,6 +78,10 @@ class RehearsalEnv(gym.Env[str, str]):
         self.scenario: Scenario = scenario
         self.backend = backend
         self.stress = stress
+        if profile is not None:
+            from ..rewards import load_profile
+
+            load_profile(profile)  # an unknown profile fails here, naming the known ones
         self.profile = profile
         self.render_mode = render_mode
         self._customer = customer
@@ -125,17 +129,23 @@ class RehearsalEnv(gym.Env[str, str]):
         if episode.verdict is not None:
             info["verdict"] = episode.verdict
             info["outcome"] = episode.verdict.outcome.value
-            reward = self.reward(episode.verdict)
+            reward = self._final_reward(episode.verdict, info)
         return observation, reward, episode.ended and not episode.truncated, episode.truncated, info
 
-    def reward(self, verdict: Verdict) -> float:
-        """The reward of a finished episode under the env's profile (outcome reward by default)."""
+    def _final_reward(self, verdict: Verdict, info: dict[str, Any]) -> float:
+        """The final step's reward: the outcome reward, or the profile's with its detail in ``info``.
+
+        Under a profile, ``info["reward_detail"]`` carries the components, the gates that zeroed
+        the reward and the caveats (e.g. efficiency unmeasured in external mode). A not-scored
+        episode's reward is 0.0 in the env (Gymnasium needs a float) and None in records.
+        """
         if self.profile is None:
             return verdict.outcome_reward or 0.0
-        from ..rewards import score
+        from ..rewards import evaluate
 
-        value = score(self.profile, self.episode, verdict)
-        return 0.0 if value is None else value
+        result = evaluate(self.profile, self.episode, verdict)
+        info["reward_detail"] = result.to_dict()
+        return 0.0 if result.reward is None else result.reward
 
     def provenance(self) -> Provenance:
         """The provenance blob of this env's world, profile and clock (what ``rehearsal health`` returns)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...checks._check import _code_only
+from ...checks import code_only
 from ...tools import ToolContext, ToolFailed, tool
 from ._readonly import json_rows, json_value, read_only_query
 from .schema import TABLES
@@ -29,7 +29,7 @@ _RANKED = re.compile(r"\border\s+by\b.*\blimit\s+\d+", re.IGNORECASE | re.DOTALL
 
 def aggregates(sql: str) -> bool:
     """Whether a query makes the database aggregate or rank (literals and comments ignored)."""
-    code = _code_only(sql)
+    code = code_only(sql)
     return bool(_AGGREGATE.search(code) or _RANKED.search(code))
 
 
