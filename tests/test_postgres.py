@@ -155,6 +155,46 @@ def test_reset_restores_every_row_and_the_next_ids(pair: tuple[Database, Databas
     assert digest(pg) == snapshot
 
 
+SHOP_WRITES = (
+    "INSERT INTO refunds (order_id, payment_id, order_item_id, amount_cents, reason, provider_ref, "
+    "created_at) SELECT order_id, id, NULL, 100, 'test', 'ref', '2026-03-02T12:00:00' FROM payments "
+    "WHERE id <= 3",
+    "INSERT INTO ticket_messages (ticket_id, author, body, created_at) VALUES (1, 'agent', 'hi', 'x')",
+    "INSERT INTO emails (customer_id, to_address, subject, body, provider_ref, sent_at) "
+    "VALUES (1, 'a@b.c', 's', 'b', 'e1', '2026-03-02T12:00:00')",
+    "INSERT INTO store_credits (customer_id, amount_cents, reason, created_at) VALUES (2, 500, 'x', 'y')",
+    "INSERT INTO service_requests (service, operation, payload, idempotency_key, requested_at, response) "
+    "VALUES ('payments', 'refund', '{}', 'op-1', '2026-03-02T12:00:00', '{}')",
+    "UPDATE orders SET status = 'cancelled', updated_at = 'later' WHERE id IN (1, 2, 3)",
+    "UPDATE customers SET address = 'elsewhere' WHERE id = 5",
+    "UPDATE payments SET status = 'refunded' WHERE id = 2",
+    "DELETE FROM shipments WHERE id IN (1, 2)",
+    "DELETE FROM ticket_messages WHERE ticket_id = 3",
+    "DELETE FROM tickets WHERE id = 3",
+)
+
+
+def test_shop_reset_after_writes_in_many_tables(postgres_dsn: str) -> None:
+    world = load_world("shop")
+    lite, pg = open_database(world), open_database(world, "postgres", dsn=postgres_dsn)
+    try:
+        snapshot = digest(pg)
+        for sql in SHOP_WRITES:
+            _both((lite, pg), sql)
+        assert digest(lite) == digest(pg) != snapshot
+        lite.reset()
+        pg.reset()
+        assert digest(pg) == snapshot == digest(lite)
+        seeded = world.seed_rows()
+        for sql, table in zip(SHOP_WRITES[:3], ("refunds", "ticket_messages", "emails"), strict=True):
+            expected = max((r[0] for r in seeded[table]), default=0) + 1  # as SQLite's rowid
+            assert _both((lite, pg), f"{sql} RETURNING id")[0] == (expected,), table
+        assert digest(lite) == digest(pg)
+    finally:
+        lite.close()
+        pg.close()
+
+
 def test_ids_follow_sqlite_after_rollback_delete_and_explicit_ids(pair: tuple[Database, Database]) -> None:
     lite, pg = pair
     for db in pair:
@@ -270,10 +310,10 @@ def test_without_a_dsn_the_process_runs_its_own_server(chain_world: World, postg
         pid = int(pid_file.read_text().split()[0])
     finally:
         stop_shared_server()
+        shutil.rmtree(base, ignore_errors=True)
     assert not shared_server_running()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
-    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize(("require", "expect"), [("", "1 skipped"), ("1", "1 error")])
