@@ -189,3 +189,24 @@ def test_records_of_a_postgres_run_rebuild_on_sqlite_to_the_same_verdicts(postgr
         (r.outcome, r.changes, r.reward_components) for r in lite]
     report = rescore_run(tmp_path / "postgres", "rl", recheck_checks=True)
     assert report.ok and report.rechecked == report.recheck_agree == len(chosen)
+
+
+@pytest.mark.parametrize("world_name", ["shop", "analytics"])
+def test_a_records_components_and_reward_equal_the_live_ones(world_name: str) -> None:
+    from rehearsal_env.env import RehearsalEnv
+    from rehearsal_env.provenance import provenance_of
+    from rehearsal_env.records import record_episode
+    from rehearsal_env.rewards import components_of
+    from rehearsal_env.runner import run_episode
+
+    world = load_world(world_name)
+    provenance = provenance_of(world, "rl")
+    for scenario in world.scenarios(SPLIT):
+        env = RehearsalEnv(scenario, world, profile="rl")
+        result = run_episode(env, mixed(scenario))
+        record = record_episode(env.episode, run_id="r", agent="mixed", agent_version="1", repeat=0, seed=0,
+                                backend="sqlite", stress=True, provenance=provenance)
+        live = components_of(env.episode, result.verdict).values()
+        assert {c.name: c.value for c in record.reward_components} == live, scenario.id
+        assert (record.reward or 0.0) == result.reward, scenario.id
+        env.close()

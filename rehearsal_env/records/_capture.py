@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import changes as database_changes
 from ..provenance import OUTCOME_PROFILE, Provenance
-from ..rewards import Components, apply_profile, components_of, load_profile
+from ..rewards import Components, TurnInput, apply_profile, compute_components, inputs_for, load_profile
 from ._record import (
     RECORD_VERSION,
     CheckRecord,
@@ -72,9 +72,27 @@ def _service_requests(episode: Episode) -> tuple[ServiceRequest, ...]:
     return tuple(ServiceRequest(**{k: str(v) for k, v in r.items()}) for r in service_log(episode.db))
 
 
-def _reward(episode: Episode, verdict: Verdict, profile: str) -> tuple[float | None, tuple[RewardComponent, ...]]:
-    """The reward under ``profile`` and the components it is made of (what ``env.reward`` computes)."""
-    components = components_of(episode, verdict)
+def _components(episode: Episode, verdict: Verdict, changes: tuple[RowChange, ...]) -> Components:
+    """The reward components from what the record stores: the same inputs ``rewards.inputs_from_record``
+    rebuilds from Parquet (and the same values ``rewards.components_of`` reads from the live database)."""
+    m = verdict.metrics
+    inputs = inputs_for(
+        episode.world, episode.scenario, outcome=verdict.outcome.value,
+        goal_passed=[c.passed for c in verdict.checks if c.kind == "goal"],
+        rules_passed=[c.passed for c in verdict.checks if c.kind == "hard_rule"],
+        duplicate_effects=m.duplicate_effects, turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
+        trace=[TurnInput(t.tool, t.action, t.status, t.observation) for t in episode.trace],
+        changed=[(c.table, c.change, json.loads(c.key)) for c in changes])
+    return compute_components(inputs)
+
+
+def _reward(episode: Episode, verdict: Verdict, changes: tuple[RowChange, ...] | None,
+            profile: str) -> tuple[float | None, tuple[RewardComponent, ...]]:
+    """The reward under ``profile`` and the components it is made of (None ``changes``: not captured)."""
+    if verdict.outcome_reward is not None and changes is not None:
+        components = _components(episode, verdict, changes)
+    else:
+        components = Components.unmeasured()
     notes = dict(components.notes)
     stored = tuple(RewardComponent(name, value, notes.get(name)) for name, value in components.values().items())
     if verdict.outcome_reward is None or profile == OUTCOME_PROFILE:
@@ -107,7 +125,7 @@ def record_episode(
         requests, changed = (), ()
         capture_error = f"the end state could not be read: {type(exc).__name__}: {exc}"
     scenario = episode.scenario
-    reward, components = _reward(episode, verdict, provenance.reward_profile)
+    reward, components = _reward(episode, verdict, None if capture_error else changed, provenance.reward_profile)
     return EpisodeRecord(
         record_version=RECORD_VERSION, run_id=run_id, world=episode.world.name,
         world_version=provenance.world_version, scenario=scenario.id, split=scenario.split,
