@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "health", help="the provenance of a world: everything needed to compare numbers measured on it",
         description="Print the provenance JSON blob a run of WORLD would write into provenance.json and "
-                    "stamp on every record: reward contract, dataset hashes, suite, capabilities, build.")
+                    "stamp on every record: reward contract, dataset hashes, suite, capabilities, build. "
+                    "Exit code 1 when capabilities.catalog_match is false (catalog_problems says why).")
     p.add_argument("--world", required=True, help="world name (see `rehearsal world list`)")
     p.add_argument("--profile", help="reward profile (benchmark or rl; default: the outcome reward)")
     p.add_argument("--freeze-time", metavar="DATE", help="pin the clock and the seeded day to DATE (YYYY-MM-DD)")
