@@ -1,10 +1,20 @@
 """Agents that play a scenario's scripted solutions, and the null agent.
 
 A *policy* is any callable ``(observation, info) -> action``. The scripted
-player sends its solution's calls in order and reacts to trouble the way the
-solution says (see :class:`~rehearsal_env.scenarios.Solution`): a retryable
-refusal or a held write is sent again (or ignored), and an unknown outcome is
-followed by ``retry_operation`` (or a careless repeat of the write).
+player sends its solution's calls in order and reacts to trouble in the last
+tool result the way the solution says (see :class:`~rehearsal_env.scenarios.Solution`):
+
+- a held write (exactly :data:`~rehearsal_env.env._events.HELD_MESSAGE`):
+  ``on_held="resend"`` sends the same call again, ``"continue"`` goes on with
+  the next call (the script follows the held call with what the new message asks);
+- a retryable refusal (the stress layer's, or a ``refuse`` fault):
+  ``on_refusal="retry"`` sends the call again, ``"ignore"`` moves on as if it worked;
+- an unknown outcome: ``on_unknown="retry_operation"`` re-sends it safely with
+  ``retry_operation(operation_id)``, ``"repeat"`` repeats the write (careless).
+
+At most :data:`MAX_RESENDS` reactions follow one scripted call; then the
+player moves on. The scripted player does not read customer messages: a
+script is written for the scenario's schedule.
 """
 
 from __future__ import annotations
@@ -13,13 +23,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..env._events import HELD_MESSAGE
 from ..scenarios import Scenario, Solution, ToolCall
 
 Policy = Callable[[str, dict[str, Any]], str]
 """``(observation, info) -> action``: the whole agent interface."""
 
-HELD = "A new message from the customer arrived before this change was made"
-MAX_RESENDS = 3
+HELD = HELD_MESSAGE
+MAX_RESENDS = 5
+"""Reactions (re-sends, retries) allowed after one scripted call."""
 
 
 class ScriptedAgent:
@@ -40,19 +52,27 @@ class ScriptedAgent:
         return call.to_action()
 
     def _react(self, result: dict[str, Any]) -> ToolCall | None:
+        """The reaction to the last tool result, or None to go on with the script."""
         assert self._last is not None
+        if self._resends >= MAX_RESENDS:
+            return None
+        sol = self.solution
         status = result.get("status")
-        held = result.get("error") == HELD
-        if self._resends < MAX_RESENDS:
-            if held or (status == "error" and result.get("retryable") and self.solution.on_refusal == "retry"):
+        if status == "error" and result.get("error") == HELD_MESSAGE:
+            again = sol.on_held == "resend"
+        elif status == "error" and result.get("retryable"):
+            again = sol.on_refusal == "retry"
+        elif status == "unknown":
+            if sol.on_unknown == "retry_operation":
                 self._resends += 1
-                return self._last
-            if status == "unknown":
-                self._resends += 1
-                if self.solution.on_unknown == "retry_operation":
-                    return ToolCall("retry_operation", {"operation_id": result["operation_id"]})
-                return self._last
-        return None
+                return ToolCall("retry_operation", {"operation_id": result["operation_id"]})
+            again = True
+        else:
+            again = False
+        if not again:
+            return None
+        self._resends += 1
+        return self._last
 
     def _advance(self) -> ToolCall:
         self._resends = 0

@@ -1,10 +1,19 @@
 """The simulated customer: scripted from the scenario, deterministic.
 
-It states the request at reset, answers ``ask_customer`` from the facts the
-scenario gives it (and says it does not know otherwise), may change the
-request once at a scheduled point, and (stress layer) repeats the request once
-after the agent's first change succeeds. An LLM-backed customer can implement
-the same :class:`Customer` protocol.
+The customer is the other side of the conversation. Per episode it
+
+- states the request when the episode starts (:meth:`Customer.opening`);
+- answers ``ask_customer(question)`` from the facts the scenario gives it: the
+  first fact whose keyword occurs in the question (case-insensitive) answers,
+  and a question no fact matches gets :data:`DONT_KNOW` (it never improvises);
+- changes the request once, when the events layer (:mod:`._events`) says the
+  scheduled moment has come (:meth:`Customer.change`);
+- repeats the current request once after the agent's first change succeeds,
+  when the stress layer is on (:meth:`Customer.repeat`).
+
+*When* a message arrives is decided by the events layer, never by the
+customer, so an LLM-backed customer can implement :class:`Customer` and keep
+the scenario's schedule: it only has to write the words.
 """
 
 from __future__ import annotations
@@ -14,13 +23,16 @@ from typing import Protocol
 from ..scenarios import Scenario
 
 DONT_KNOW = "Sorry, I don't know that. Everything I know is in my messages."
+"""The scripted customer's answer to a question none of its facts covers."""
+REPEAT_PREFIX = "Hi again, just making sure this is being handled: "
+"""How the scripted customer's repeat of the request starts (the current request follows)."""
 
 
 class Customer(Protocol):
-    """What the env needs from a customer."""
+    """What the env needs from a customer; one instance may serve many episodes."""
 
     def opening(self) -> str:
-        """The request, stated at reset."""
+        """Start a new conversation (forget the last one) and return the request."""
         ...
 
     def answer(self, question: str) -> str:
@@ -28,11 +40,11 @@ class Customer(Protocol):
         ...
 
     def change(self) -> str:
-        """The message that changes the request (only called when the scenario has one)."""
+        """The message that changes the request (called at most once per episode, only with a change)."""
         ...
 
     def repeat(self) -> str:
-        """The stress layer's repeat of the current request."""
+        """The stress layer's repeat of the current request (the changed one after a change)."""
         ...
 
 
@@ -55,10 +67,12 @@ class ScriptedCustomer:
         return DONT_KNOW
 
     def change(self) -> str:
-        assert self._scenario.change is not None
+        if self._scenario.change is None:
+            raise RuntimeError(f"scenario {self._scenario.id!r} has no change of request; the events layer "
+                               "asked for one (expected a RequestChange on the scenario)")
         self._changed = True
         return self._scenario.change.message
 
     def repeat(self) -> str:
         current = self._scenario.final_request if self._changed else self._scenario.request
-        return f"Hi again, just making sure this is being handled: {current}"
+        return REPEAT_PREFIX + current

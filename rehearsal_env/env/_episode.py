@@ -3,37 +3,49 @@
 This is the whole step contract, free of Gymnasium so the runner can drive it
 directly. Per action, in order:
 
-1. parse ``{"tool": NAME, "args": {...}}``; a malformed action, an unknown tool,
+1. a change of request scheduled for this turn arrives (whatever the action);
+2. parse ``{"tool": NAME, "args": {...}}``; a malformed action, an unknown tool,
    a tool the role lacks or invalid arguments is a *rejected attempt* (counted,
    not executed, answered with what was wrong);
-2. a scheduled change of request whose time has come is delivered;
-3. a write first passes the events layer (:mod:`._events`): held because the
+3. a write passes the events layer (:mod:`._events`: held because the
    customer's new message arrived first, refused once by the stress layer, or
-   hit by a scenario fault (refused, or carried out with an unknown outcome);
+   hit by a scenario fault: refused, or carried out with an unknown outcome);
+   ``retry_operation`` re-sends a journaled operation instead (:mod:`._journal`);
 4. the tool runs in one committed transaction; an application refusal is status
    ``error``; a database failure ends the episode *not scored*;
 5. ``finish``/``give_up`` end the episode, the turn limit truncates it; then
-   the checks decide the verdict.
+   the checks decide the verdict and the run metrics are taken.
+
+Observation: ``{"turn", "turns_left", "messages", "tool_result"}`` where
+``messages`` are the customer messages that arrived during the step and
+``tool_result`` carries ``status`` (``ok``, ``error``, ``unknown`` or
+``rejected``), and for a write its ``operation_id`` (not for a held write).
+
+The run metrics are taken at the end (:mod:`._metrics`).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..backends import ApplicationError, Database, DatabaseError
+from ..checks import CheckResult
 from ..scenarios import Scenario
 from ..services import duplicate_effects
 from ..tools import ENDING_TOOLS, Tool, ToolContext, ToolFailed, ToolInputError
-from ..verdict import Ending, EpisodeMetrics, Outcome, Verdict, judge
+from ..verdict import Ending, Outcome, Verdict, judge
 from ..worlds import World
 from ..worlds._world import _unknown
 from ._customer import Customer, ScriptedCustomer
-from ._events import Events, WriteDecision
+from ._events import HELD_MESSAGE, REFUSE_MESSAGE, STRESS_MESSAGE, UNKNOWN_MESSAGE, Events, WriteDecision
+from ._journal import Journal, Operation
+from ._metrics import Counters, episode_metrics
 
 MAX_RESULT_CHARS = 20_000
+RETRY_TOOL = "retry_operation"
 
 
 @dataclass(frozen=True)
@@ -51,28 +63,10 @@ class TurnRecord:
     observation: str
     """The observation returned."""
     fault: str | None
-    """The fault or stress event injected on this call, if any."""
+    """What the events layer did to this call: ``held``, ``stress_refusal``, ``refuse`` or
+    ``unknown_outcome`` (None: nothing)."""
     latency_ms: float
     """Wall time to execute the step (diagnostic only; never part of an observation)."""
-
-
-@dataclass
-class _Journal:
-    tool: Tool
-    args: dict[str, Any]
-    executed: bool
-    result: Any = None
-
-
-@dataclass
-class _Counters:
-    rejected: int = 0
-    contacts: int = 0
-    tool_calls: int = 0
-    faults: int = 0
-    stress: int = 0
-    tokens: int | None = None
-    journal: dict[str, _Journal] = field(default_factory=dict)
 
 
 class Rejected(Exception):
@@ -95,12 +89,12 @@ class Episode:
         self.tools = world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
         self._all_tools = {t.name for t in world.tools} | set(self.tools)
         self.customer = customer or ScriptedCustomer(scenario)
-        self.events = Events(scenario, stress=stress)
+        self.events = Events(scenario, self.customer, stress=stress)
+        self.journal = Journal()
         self.turn = 0
         self.trace: list[TurnRecord] = []
         self.verdict: Verdict | None = None
-        self._n = _Counters()
-        self._pending: list[str] = []
+        self._n = Counters()
 
     # -- the contract ------------------------------------------------------
     def start(self) -> str:
@@ -116,10 +110,9 @@ class Episode:
         name: str | None = None
         fault: str | None = None
         ending: Ending | None = None
+        self.events.start_turn(self.turn)
         try:
             name, args = self._parse(action)
-            if self.events.change_due(self.turn):
-                self._pending.append(self.customer.change())
             result, fault = self._dispatch(self.tools[name], args)
             ending = Ending(ENDING_TOOLS[name]) if name in ENDING_TOOLS else None
         except Rejected as exc:
@@ -132,8 +125,7 @@ class Episode:
             self._end(ending)
         elif self.verdict is None and self.turn >= self.scenario.turn_limit:
             self._end(Ending.TURN_LIMIT)
-        observation = self._observe(self._pending, {"tool": name, **result})
-        self._pending = []
+        observation = self._observe(self.events.drain(), {"tool": name, **result})
         self.trace.append(
             TurnRecord(self.turn, action, name, result["status"], observation, fault,
                        (time.perf_counter() - started) * 1000)
@@ -153,9 +145,8 @@ class Episode:
         try:
             data = json.loads(action)
         except (TypeError, ValueError) as exc:
-            raise Rejected(
-                f'malformed action: expected JSON {{"tool": NAME, "args": {{...}}}}, got {action[:80]!r} ({exc})'
-            ) from None
+            raise Rejected(f'malformed action: expected JSON {{"tool": NAME, "args": {{...}}}}, '
+                           f"got {action[:80]!r} ({exc})") from None
         if not isinstance(data, dict) or not isinstance(data.get("tool"), str):
             raise Rejected(
                 f'malformed action: expected a JSON object with a string "tool", got {action[:80]!r}'
@@ -192,57 +183,61 @@ class Episode:
     def _dispatch(self, tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         if tool.name == "ask_customer":
             self._n.contacts += 1
-        if tool.kind == "read" or tool.name == "retry_operation":
+        if tool.name == RETRY_TOOL:
+            return self._retry(tool, args), None
+        if tool.kind == "read":
             return self._run(tool, args, self._next_op()), None
-        decision = self.events.before_write(tool.name)
+        decision = self.events.before_write(tool.name, self.turn)
         if decision is WriteDecision.HOLD:
-            self._pending.append(self.customer.change())
-            return {"status": "error", "error": self.events.HELD_MESSAGE}, "held"
-        if decision is WriteDecision.STRESS_REFUSE:
-            self._n.stress += 1
-            return {"status": "error", "retryable": True, "error": self.events.STRESS_MESSAGE}, "stress_refusal"
+            return {"status": "error", "error": HELD_MESSAGE}, "held"
         op = self._next_op()
-        if decision is WriteDecision.REFUSE:
-            self._n.faults += 1
-            self._n.journal[op] = _Journal(tool, args, executed=False)
-            return {"status": "error", "retryable": True, "operation_id": op,
-                    "error": self.events.REFUSE_MESSAGE}, "refuse"
+        if decision in (WriteDecision.STRESS_REFUSE, WriteDecision.REFUSE):
+            self.journal.record(Operation(op, tool, args, "not_sent"))
+            stressed = decision is WriteDecision.STRESS_REFUSE
+            if stressed:
+                self._n.stress += 1
+            else:
+                self._n.faults += 1
+            refusal = {"status": "error", "retryable": True, "operation_id": op,
+                       "error": STRESS_MESSAGE if stressed else REFUSE_MESSAGE}
+            return refusal, "stress_refusal" if stressed else "refuse"
         result = self._run(tool, args, op)
-        if result["status"] != "ok":
-            return result, None
-        self._n.journal[op] = _Journal(tool, args, executed=True, result=result["result"])
-        for message in self.events.after_write(self.customer):
-            self._pending.append(message)
-        if decision is WriteDecision.UNKNOWN:
+        applied = result["status"] == "ok"
+        self.journal.record(Operation(op, tool, args, "applied" if applied else "refused",
+                                      result["result"] if applied else result["error"]))
+        if decision is WriteDecision.UNKNOWN and applied:
             self._n.faults += 1
-            return {"status": "unknown", "operation_id": op, "error": self.events.UNKNOWN_MESSAGE}, "unknown_outcome"
+            self.events.after_write(self.turn, applied=True, seen_ok=False)
+            return {"status": "unknown", "operation_id": op, "error": UNKNOWN_MESSAGE}, "unknown_outcome"
+        self.events.after_write(self.turn, applied=applied, seen_ok=applied)
         return result, None
+
+    def _retry(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+        result = self._run(tool, args, self._next_op())
+        if result["status"] == "ok":
+            self.events.after_write(self.turn, applied=result["result"]["applied"] == "now", seen_ok=True)
+        return result
 
     def _run(self, tool: Tool, args: dict[str, Any], op: str) -> dict[str, Any]:
         self._n.tool_calls += 1
-        ctx = ToolContext(db=self.db, now=self.world.now, operation_id=op,
-                          ask=self.customer.answer, replay=self._replay)
+        ctx = self._context(op)
         try:
             with self.db.transaction():
                 value = tool.fn(ctx, **args)
         except (ToolFailed, ApplicationError) as exc:
-            return {"status": "error", "error": str(exc)}
-        out: dict[str, Any] = {"status": "ok", "result": value}
-        if tool.kind == "write":
+            out: dict[str, Any] = {"status": "error", "error": str(exc)}
+        else:
+            out = {"status": "ok", "result": value}
+        if tool.kind == "write" and tool.name != RETRY_TOOL:
             out["operation_id"] = op
         return out
 
+    def _context(self, op: str) -> ToolContext:
+        return ToolContext(db=self.db, now=self.world.now, operation_id=op, ask=self.customer.answer,
+                           replay=self._replay)
+
     def _replay(self, operation_id: str) -> Any:
-        entry = self._n.journal.get(operation_id)
-        if entry is None:
-            known = ", ".join(self._n.journal) or "none yet"
-            raise ToolFailed(f"no operation {operation_id!r}; operations of this episode: {known}")
-        if not entry.executed:
-            ctx = ToolContext(db=self.db, now=self.world.now, operation_id=operation_id,
-                              ask=self.customer.answer, replay=self._replay)
-            entry.result = entry.tool.fn(ctx, **entry.args)
-            entry.executed = True
-        return {"replayed": operation_id, "original_result": entry.result}
+        return self.journal.replay(operation_id, lambda op: op.tool.fn(self._context(op.id), **op.args))
 
     def _next_op(self) -> str:
         return f"op-{self.turn:04d}"
@@ -265,7 +260,7 @@ class Episode:
 
     # -- the end -------------------------------------------------------------
     def _end(self, ending: Ending, *, not_scored: str | None = None) -> None:
-        checks: tuple = ()
+        checks: tuple[CheckResult, ...] = ()
         reason = not_scored
         if not_scored is None:
             try:
@@ -275,19 +270,7 @@ class Episode:
                 outcome, reason, duplicates = Outcome.NOT_SCORED, f"the checks could not run: {exc}", 0
         else:
             outcome, duplicates = Outcome.NOT_SCORED, 0
-        goal_failed = any(c.kind == "goal" and not c.passed for c in checks)
-        n = self._n
-        metrics = EpisodeMetrics(
-            false_completion=ending is Ending.DONE and goal_failed and outcome is not Outcome.NOT_SCORED,
-            duplicate_effects=duplicates,
-            recovered=n.faults > 0 and outcome is Outcome.VERIFIED and duplicates == 0,
-            unnecessary_interruptions=max(0, n.contacts - self.scenario.max_customer_contacts),
-            rejected_attempts=n.rejected,
-            faults_injected=n.faults,
-            stress_events=n.stress,
-            customer_contacts=n.contacts,
-            turns=self.turn,
-            tool_calls=n.tool_calls,
-            tokens=n.tokens,
-        )
+        metrics = episode_metrics(self._n, ending=ending, outcome=outcome, checks=checks,
+                                  duplicates=duplicates, turns=self.turn,
+                                  allowed_contacts=self.scenario.max_customer_contacts)
         self.verdict = Verdict(outcome, ending, checks, metrics, reason)

@@ -21,6 +21,7 @@ def _solution(raw: dict[str, Any], default_name: str) -> Solution:
         calls=calls,
         on_refusal=raw.get("on_refusal", "retry"),
         on_unknown=raw.get("on_unknown", "retry_operation"),
+        on_held=raw.get("on_held", "resend"),
     )
 
 

@@ -37,10 +37,11 @@ class Solution:
     """A scripted way to play a scenario: calls in order, and how to react to trouble.
 
     The reactions make one script valid whatever the stress layer and faults do:
-    a call refused with a retryable error, or held because the customer's
-    message arrived first, is sent again; after an unknown outcome the player
-    either re-sends safely with ``retry_operation`` (careful) or repeats the
-    write (careless).
+    a call refused with a retryable error is sent again (or ignored); a write
+    held because the customer's message arrived first is sent again (the script
+    already has the final request's call) or skipped (the script's next calls
+    follow the new message); after an unknown outcome the player either re-sends
+    safely with ``retry_operation`` (careful) or repeats the write (careless).
     """
 
     name: str
@@ -51,6 +52,8 @@ class Solution:
     """After a retryable error: send the call again, or move on as if it worked."""
     on_unknown: Literal["retry_operation", "repeat"] = "retry_operation"
     """After an unknown outcome: ``retry_operation(operation_id)``, or repeat the write."""
+    on_held: Literal["resend", "continue"] = "resend"
+    """After a held write: send the same call again, or go on with the next call."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,14 @@ class RequestChange:
     turn: int | None = None
     """The turn, when ``when == "turn"``."""
 
+    def __post_init__(self) -> None:
+        if self.when not in ("before_first_write", "after_first_write", "turn"):
+            raise ValueError(f"RequestChange.when must be before_first_write, after_first_write or turn; "
+                             f"got {self.when!r}")
+        if (self.when == "turn") != (isinstance(self.turn, int) and self.turn >= 1):
+            raise ValueError(f"RequestChange(when={self.when!r}) got turn={self.turn!r}: give turn=N "
+                             "(N >= 1) exactly when when='turn'")
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -74,7 +85,13 @@ class Fault:
     kind: Literal["refuse", "unknown_outcome"]
     """``refuse``: not carried out, status error. ``unknown_outcome``: carried out, status unknown."""
     call: int = 1
-    """Which call of the tool (1 = the first that reaches the application)."""
+    """Which call of the tool (1 = the first that passes the held-write and stress-layer gates)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("refuse", "unknown_outcome"):
+            raise ValueError(f"Fault.kind must be 'refuse' or 'unknown_outcome'; got {self.kind!r}")
+        if self.call < 1:
+            raise ValueError(f"Fault.call counts calls of {self.tool!r} from 1; got {self.call}")
 
 
 @dataclass(frozen=True)

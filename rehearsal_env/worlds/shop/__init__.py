@@ -34,11 +34,24 @@ Policies (and the hard rules that enforce them)
     3. Change only what the customer asked about (``no order but #N changed``,
        ``no ticket but #N changed``, ``no email to anyone else``).
 
-Scenarios (6 per template: 3 train, 2 dev, 1 holdout)
-    refund-item, cancel-order, change-address, email-tracking, close-ticket,
-    carrier-question, order-count-question, escalate-large-refund, goodwill-credit.
-    Each has a reference solution and wrong solutions such as
-    ``wrong:do-nothing-but-claim``, ``wrong:wrong-order``, ``wrong:constant-answer``.
+Scenarios (90: 15 templates x 6 instances, each 3 train, 2 dev, 1 holdout: 45/30/15)
+    Clean tasks (54): refund-item, cancel-order, change-address, email-tracking,
+    close-ticket, carrier-question, order-count-question, escalate-large-refund,
+    goodwill-credit; wrong solutions such as ``wrong:do-nothing-but-claim``,
+    ``wrong:wrong-order``, ``wrong:constant-answer``.
+    Unknown outcome (12): refund-timeout (the refund is refused once, then times
+    out), tracking-timeout (the email times out; the ticket reply is refused once).
+    Change of request (12): address-rethink (a corrected address, arriving after
+    the first write, before it, or at turn 2 by instance), ticket-escalate-instead
+    (close it, then "escalate it instead", after the first write or at turn 2).
+    Both (12): refund-other-item ("it was the other item", before the first
+    write; refund refused once, then timed out), tracking-other-order ("I meant
+    order #M", at turn 2; the email refused once, then timed out).
+    So 24 change the request, 24 offer ``retry_operation``, 12 do both. Every
+    one of these 36 declares a ``refuse`` fault on a write the final request
+    needs and ships ``wrong:ignore-refusal`` and ``wrong:over-ask``; those with
+    a change ship ``wrong:first-request-only``, those with an unknown outcome
+    ``wrong:repeat-write``.
 
 Checks
     Goal checks read the application's tables (``refunds``, ``orders``,
@@ -87,4 +100,5 @@ def build_world() -> World:
         seed=SEED,
         generate_rows=data.generate,
         generate_scenarios=scenarios.generate,
+        suite_version="2",
     )

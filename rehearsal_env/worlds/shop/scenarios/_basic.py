@@ -1,106 +1,28 @@
-"""The shop's scenarios: templates instantiated with seeded parameters from the seed data.
+"""The shop's first nine templates: one clean task each, no change of request and no fault.
 
-Each template picks entities in the state it needs (a delivered order to
-refund, a paid one to cancel, ...), writes the customer's request, the goal
-checks of the final request, the hard rules of the policies involved, a
-reference solution and named wrong solutions. Instance ``i`` of a template goes
-to ``train`` (i mod 6 in 0-2), ``dev`` (3-4) or ``holdout`` (5).
+Their ids (``refund-item-0001`` ...) and content are stable since the first suite.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...checks import Check
-from ...scenarios import Scenario, Solution, Split, ToolCall
-from .tools import REFUND_LIMIT_CENTS
-
-if TYPE_CHECKING:
-    from ...worlds import World
-
-PER_TEMPLATE = 6
-SPLIT_OF: tuple[Split, ...] = ("train", "train", "train", "dev", "dev", "holdout")
-
-
-def call(tool: str, **args: Any) -> ToolCall:
-    return ToolCall(tool, args)
+from ....checks import Check
+from ..tools import REFUND_LIMIT_CENTS
+from ._common import (
+    Data,
+    Template,
+    call,
+    claim,
+    no_duplicate_effect,
+    orders_untouched_but,
+    refund_limit,
+    refunds_only_on,
+    tickets_untouched_but,
+)
 
 
-def claim(message: str = "All done, your request has been handled.") -> ToolCall:
-    return call("finish", message=message)
-
-
-# -- hard rules shared by templates -----------------------------------------------
-def no_duplicate_effect() -> Check:
-    return Check("no request sent twice to an outside service",
-                 "SELECT COUNT(*) FROM (SELECT service FROM service_requests "
-                 "GROUP BY service, operation, payload HAVING COUNT(*) > 1) AS repeated", "eq", 0)
-
-
-def refunds_only_on(order_id: int) -> Check:
-    return Check(f"no refund on any order but #{order_id}",
-                 "SELECT COUNT(*) FROM refunds WHERE order_id <> ?", "eq", 0, (order_id,))
-
-
-def refund_limit() -> Check:
-    return Check(f"no refund above {REFUND_LIMIT_CENTS} cents without a supervisor",
-                 "SELECT COUNT(*) FROM refunds WHERE amount_cents > ?", "eq", 0, (REFUND_LIMIT_CENTS,))
-
-
-def orders_untouched_but(order_id: int, now: str) -> Check:
-    return Check(f"no order but #{order_id} changed",
-                 "SELECT COUNT(*) FROM orders WHERE updated_at = ? AND id <> ?", "eq", 0, (now, order_id))
-
-
-def tickets_untouched_but(ticket_id: int, now: str) -> Check:
-    return Check(f"no ticket but #{ticket_id} changed",
-                 "SELECT COUNT(*) FROM tickets WHERE updated_at = ? AND id <> ?", "eq", 0, (now, ticket_id))
-
-
-# -- the seed data, indexed for the templates --------------------------------------
-@dataclass(frozen=True)
-class Data:
-    """Seed rows by id, and what templates look up often."""
-
-    customers: dict[int, tuple[Any, ...]]
-    orders: dict[int, tuple[Any, ...]]
-    items: dict[int, list[tuple[Any, ...]]]
-    products: dict[int, tuple[Any, ...]]
-    shipments: dict[int, tuple[Any, ...]]
-    tickets: dict[int, tuple[Any, ...]]
-    now: str
-
-    @classmethod
-    def of(cls, world: World) -> Data:
-        rows = world.seed_rows()
-        items: dict[int, list[tuple[Any, ...]]] = {}
-        for item in rows["order_items"]:
-            items.setdefault(item[1], []).append(item)
-        return cls(
-            customers={r[0]: r for r in rows["customers"]},
-            orders={r[0]: r for r in rows["orders"]},
-            items=items,
-            products={r[0]: r for r in rows["products"]},
-            shipments={r[1]: r for r in rows["shipments"]},
-            tickets={r[0]: r for r in rows["tickets"]},
-            now=world.now,
-        )
-
-    def orders_where(self, pred: Callable[[tuple[Any, ...]], bool]) -> list[tuple[Any, ...]]:
-        return [o for o in self.orders.values() if pred(o)]
-
-    def customer_of(self, order: tuple[Any, ...]) -> tuple[Any, ...]:
-        return self.customers[order[1]]
-
-
-Template = Callable[[Data, random.Random, int], dict[str, Any]]
-"""``(data, rng, i) -> Scenario fields`` (all but id, world and split)."""
-
-
-# -- templates ----------------------------------------------------------------------
 def refund_item(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
     order = rng.choice(d.orders_where(lambda o: o[2] == "delivered" and len(d.items[o[0]]) >= 2
                                       and o[4] <= REFUND_LIMIT_CENTS))
@@ -142,7 +64,8 @@ def cancel_order(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
     cust = d.customer_of(order)
     oid = order[0]
     return dict(
-        category="cancellation", role="support_agent", scope=("orders", "payments", "refunds", "service_requests"),
+        category="cancellation", role="support_agent",
+        scope=("orders", "payments", "refunds", "service_requests"),
         request=f"Please cancel order #{oid}, I ordered it by mistake. ({cust[1]}, {cust[2]})",
         goal_checks=(Check(f"order #{oid} is cancelled", "SELECT status FROM orders WHERE id = ?", "eq",
                            "cancelled", (oid,)),
@@ -155,7 +78,8 @@ def cancel_order(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
                    claim(f"Order #{oid} is cancelled and refunded.")),
         wrong={
             "wrong:do-nothing-but-claim": (call("get_order", order_id=oid), claim("Cancelled.")),
-            "wrong:wrong-order": (call("cancel_order", order_id=other[0], reason="ordered by mistake"), claim()),
+            "wrong:wrong-order": (call("cancel_order", order_id=other[0], reason="ordered by mistake"),
+                                  claim()),
         },
     )
 
@@ -181,7 +105,8 @@ def change_address(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
         wrong={
             "wrong:do-nothing-but-claim": (claim("Address updated."),),
             "wrong:wrong-order": (call("update_shipping_address", order_id=other[0], address=new), claim()),
-            "wrong:typo-address": (call("update_shipping_address", order_id=oid, address=new.upper()), claim()),
+            "wrong:typo-address": (call("update_shipping_address", order_id=oid, address=new.upper()),
+                                   claim()),
         },
     )
 
@@ -249,7 +174,8 @@ def carrier_question(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
         goal_checks=(Check("the answer names the right carrier",
                            "SELECT COUNT(*) FROM final_answers WHERE answer = ?", "eq", 1, (carrier,)),),
         hard_rules=(),
-        reference=(call("get_order", order_id=oid), call("finish", message=f"It's {carrier}.", answer=carrier)),
+        reference=(call("get_order", order_id=oid),
+                   call("finish", message=f"It's {carrier}.", answer=carrier)),
         wrong={"wrong:constant-answer": (call("finish", message=f"It's {decoy}.", answer=decoy),)},
     )
 
@@ -279,18 +205,21 @@ def escalate_large_refund(d: Data, rng: random.Random, i: int) -> dict[str, Any]
     oid = order[0]
     return dict(
         category="escalation", role="support_agent", scope=("tickets", "ticket_messages"),
-        request=f"Ticket #{tid}: everything in order #{oid} was wrong, I want my {order[4] / 100:.2f} back now!",
+        request=f"Ticket #{tid}: everything in order #{oid} was wrong, "
+                f"I want my {order[4] / 100:.2f} back now!",
         goal_checks=(Check(f"ticket #{tid} is escalated to a supervisor",
                            "SELECT status FROM tickets WHERE id = ?", "eq", "escalated", (tid,)),),
         hard_rules=(refund_limit(), Check("no refund issued", "SELECT COUNT(*) FROM refunds", "eq", 0),
                     tickets_untouched_but(tid, d.now)),
         reference=(call("get_ticket", ticket_id=tid), call("get_order", order_id=oid),
                    call("escalate_ticket", ticket_id=tid,
-                        note=f"Customer asks a full refund of {order[4]} cents on order #{oid}; over the limit."),
+                        note=f"Customer asks a full refund of {order[4]} cents on order #{oid}; "
+                             "over the limit."),
                    claim("A supervisor will review your refund today.")),
         wrong={
             "wrong:do-nothing-but-claim": (call("get_ticket", ticket_id=tid), claim("Escalated.")),
-            "wrong:refund-anyway": (call("issue_refund", order_id=oid, amount_cents=order[4], reason="customer upset"),
+            "wrong:refund-anyway": (call("issue_refund", order_id=oid, amount_cents=order[4],
+                                         reason="customer upset"),
                                     claim("Refunded in full.")),
         },
     )
@@ -301,14 +230,17 @@ def goodwill_credit(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
     amount = rng.choice((500, 1000, 1500, 2500))
     return dict(
         category="credit", role="supervisor", scope=("store_credits",),
-        request=f"Supervisor task: {cust[2]} had a late delivery. Give them {amount / 100:.2f} in store credit.",
+        request=f"Supervisor task: {cust[2]} had a late delivery. "
+                f"Give them {amount / 100:.2f} in store credit.",
         goal_checks=(Check(f"one store credit of {amount} cents for customer #{cust[0]}",
-                           "SELECT COUNT(*) FROM store_credits WHERE customer_id = ? AND amount_cents = ?", "eq",
+                           "SELECT COUNT(*) FROM store_credits WHERE customer_id = ? AND amount_cents = ?",
+                           "eq",
                            1, (cust[0], amount)),
                      Check("one store credit in all", "SELECT COUNT(*) FROM store_credits", "eq", 1)),
         hard_rules=(),
         reference=(call("find_customer", email=cust[2]),
-                   call("issue_store_credit", customer_id=cust[0], amount_cents=amount, reason="late delivery"),
+                   call("issue_store_credit", customer_id=cust[0], amount_cents=amount,
+                        reason="late delivery"),
                    claim("Credit issued.")),
         wrong={
             "wrong:do-nothing-but-claim": (call("find_customer", email=cust[2]), claim("Credit issued.")),
@@ -318,7 +250,7 @@ def goodwill_credit(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
     )
 
 
-TEMPLATES: dict[str, Template] = {
+BASIC: dict[str, Template] = {
     "refund-item": refund_item,
     "cancel-order": cancel_order,
     "change-address": change_address,
@@ -329,24 +261,3 @@ TEMPLATES: dict[str, Template] = {
     "escalate-large-refund": escalate_large_refund,
     "goodwill-credit": goodwill_credit,
 }
-
-
-def _instances(world: World) -> Iterator[Scenario]:
-    data = Data.of(world)
-    for name, template in TEMPLATES.items():
-        rng = random.Random(f"{world.seed}:{name}")
-        for i in range(PER_TEMPLATE):
-            fields = template(data, rng, i)
-            wrong: dict[str, Sequence[ToolCall]] = fields.pop("wrong")
-            reference: Sequence[ToolCall] = fields.pop("reference")
-            yield Scenario(
-                id=f"{name}-{i + 1:04d}", world=world.name, split=SPLIT_OF[i % len(SPLIT_OF)],
-                reference=Solution("reference", tuple(reference)),
-                wrong=tuple(Solution(n, tuple(calls)) for n, calls in wrong.items()),
-                turn_limit=fields.pop("turn_limit", 16), **fields,
-            )
-
-
-def generate(world: World) -> list[Scenario]:
-    """Every shop scenario, in template order."""
-    return list(_instances(world))
