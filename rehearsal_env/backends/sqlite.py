@@ -25,7 +25,7 @@ from ._dialect import create_table
 if TYPE_CHECKING:
     from ..worlds import World
 
-_SNAPSHOTS: dict[tuple[str, str], bytes] = {}
+_SNAPSHOTS: dict[tuple[str, str, int], bytes] = {}
 _LOCK = threading.Lock()
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
@@ -39,7 +39,7 @@ def _authorize_read_only(action: int, *_: Any) -> int:
 
 def build_snapshot(world: World) -> bytes:
     """Create and seed the world in memory and return the serialized database."""
-    key = (world.name, world.seed_fingerprint)
+    key = (world.name, world.seed_fingerprint, hash(world.tables))
     with _LOCK:
         if key not in _SNAPSHOTS:
             conn = sqlite3.connect(":memory:", isolation_level=None)
