@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..backends import BACKENDS
 from ..clock import CLI
-from ..runner import RunConfig, format_table, run
+from ..runner import RunConfig, format_table, load_config, run, run_on_ray
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run an agent over a world's scenarios",
                        description="Run episodes, print a summary table, write DIR/summary.json and records.")
-    p.add_argument("--world", required=True, help="world name (see `rehearsal world list`)")
+    p.add_argument("--world", help="world name (see `rehearsal world list`); required unless --resume")
     p.add_argument("--agent", default="reference", help="reference, null or wrong:<name> (default: reference)")
     p.add_argument("--split", choices=("train", "dev", "holdout"), help="only this split (default: all)")
     p.add_argument("--scenario", action="append", default=[], help="only this scenario id (repeatable)")
@@ -30,8 +31,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "default: the world's own data_anchor)")
     p.add_argument("--agent-version", help="the agent's version stamped on every record "
                                            "(default: builtin-<package version> for a built-in agent)")
-    p.add_argument("--out", default=None, help="run directory (default: runs/<run id>)")
+    p.add_argument("--out", default=None,
+                   help="run directory (default: runs/<run id>); a run already there is replaced")
+    p.add_argument("--workers", type=int, default=0,
+                   help="Ray workers, each with its own database (default: 0, serial in this process)")
+    p.add_argument("--ray-address", help="join this Ray cluster (default: start a local Ray for --workers)")
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="episodes per worker call and part file (default: 32)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the run in DIR (stored plan and config), playing only unrecorded episodes")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only)")
     p.set_defaults(handler=handle)
+
+
+def _backend_options(backend: str, dsn: str | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if backend == "postgres":
+        dsn = dsn or os.environ.get("REHEARSAL_POSTGRES_DSN")
+        if dsn:
+            options["dsn"] = dsn
+    elif dsn:
+        raise ValueError("--dsn only applies to --backend postgres")
+    return options
 
 
 def _stamp(args: argparse.Namespace) -> dict[str, Any]:
@@ -42,18 +63,33 @@ def _stamp(args: argparse.Namespace) -> dict[str, Any]:
 def handle(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
-    options = {}
-    if args.backend == "postgres":
-        dsn = args.dsn or os.environ.get("REHEARSAL_POSTGRES_DSN")
-        if dsn:
-            options["dsn"] = dsn
-    elif args.dsn:
-        raise ValueError("--dsn only applies to --backend postgres")
-    config = RunConfig(world=args.world, agent=args.agent, split=args.split, scenarios=tuple(args.scenario),
-                       repeats=args.repeats, seed=args.seed, backend=args.backend, backend_options=options,
-                       stress=not args.no_stress, profile=args.profile, **_stamp(args))
-    out = Path(args.out or Path("runs") / config.run_id)
-    summary = run(config, out)
+    if args.workers < 0 or args.batch_size < 1:
+        raise ValueError(f"expected --workers >= 0 and --batch-size >= 1, "
+                         f"got {args.workers} and {args.batch_size}")
+    if args.resume:
+        if args.out or args.world:
+            raise ValueError("--resume DIR continues the run stored in DIR with its own world and plan; "
+                             "leave out --out and --world")
+        out = Path(args.resume)
+        config = load_config(out)
+        config = replace(config, backend_options=_backend_options(config.backend, args.dsn))
+    else:
+        if not args.world:
+            raise ValueError("expected --world WORLD (see `rehearsal world list`), or --resume DIR")
+        config = RunConfig(world=args.world, agent=args.agent, split=args.split,
+                           scenarios=tuple(args.scenario), repeats=args.repeats, seed=args.seed,
+                           backend=args.backend, backend_options=_backend_options(args.backend, args.dsn),
+                           stress=not args.no_stress, profile=args.profile, batch_size=args.batch_size,
+                           **_stamp(args))
+        out = Path(args.out or Path("runs") / config.run_id)
+    resume, progress = bool(args.resume), not args.quiet
+    if args.workers == 0:
+        if args.ray_address:
+            raise ValueError("--ray-address needs --workers N (N >= 1); without it the run is serial")
+        summary = run(config, out, resume=resume, progress=progress)
+    else:
+        summary = run_on_ray(config, out, workers=args.workers, address=args.ray_address, resume=resume,
+                             progress=progress)
     print(f"run {config.run_id}: world={config.world} agent={config.agent} split={config.split or 'all'} "
           f"repeats={config.repeats} backend={config.backend}")
     print(format_table(summary))

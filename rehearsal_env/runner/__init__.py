@@ -1,5 +1,12 @@
-"""Runs: plan episodes, play them in batches (one database per worker), record, summarize."""
+"""Runs: plan episodes, play them in batches (one database per worker), record, summarize.
 
+Serially in this process (:func:`run`) or over Ray actors (:func:`run_on_ray`),
+with the same records; ``run.json`` in the run directory lets either resume.
+"""
+
+from ._progress import Progress
+from ._ray import MAX_TRIES, RayPool, run_on_ray
+from ._resume import RUN_FILE, Batch, RunState, load_config, load_plan, start_run
 from ._serial import (
     AgentFactory,
     EpisodeResult,
@@ -14,21 +21,33 @@ from ._serial import (
     write_summary,
 )
 from ._summary import METRICS, OUTCOMES, format_table, summarize
+from ._worker import EpisodeWorker
 
 __all__ = [
+    "MAX_TRIES",
     "METRICS",
     "OUTCOMES",
+    "RUN_FILE",
     "AgentFactory",
+    "Batch",
     "EpisodeResult",
     "EpisodeSpec",
+    "EpisodeWorker",
+    "Progress",
+    "RayPool",
     "RunConfig",
+    "RunState",
     "batches",
     "format_table",
+    "load_config",
+    "load_plan",
     "plan",
     "play",
     "run",
     "run_batch",
     "run_episode",
+    "run_on_ray",
+    "start_run",
     "summarize",
     "write_summary",
 ]

@@ -143,10 +143,11 @@ def run_batch(config: RunConfig, specs: Sequence[EpisodeSpec], *, world: World |
 
 
 def play(config: RunConfig, world: World, db: Database, spec: EpisodeSpec,
-         agent_factory: AgentFactory | None = None) -> EpisodeRecord:
-    """One episode, start to verdict, as a record."""
+         agent_factory: AgentFactory | None = None, *, env: RehearsalEnv | None = None) -> EpisodeRecord:
+    """One episode, start to verdict, as a record (on ``env``, an env of the scenario on ``db``, if given)."""
     scenario = world.scenario(spec.scenario)
-    env = RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile)
+    if env is None:
+        env = RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile)
     agent = agent_factory(scenario) if agent_factory else make_agent(config.agent, scenario)
     result = run_episode(env, agent, seed=spec.seed)
     return record_episode(result.episode, run_id=config.run_id, agent=config.agent,
@@ -181,25 +182,32 @@ def batches(specs: Sequence[EpisodeSpec], size: int) -> Iterator[list[EpisodeSpe
 
 
 def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory | None = None,
-        on_batch: Callable[[list[EpisodeRecord]], None] | None = None) -> dict[str, Any]:
-    """Run serially in this process, write records and ``summary.json`` to ``out_dir``; return the summary."""
+        on_batch: Callable[[list[EpisodeRecord]], None] | None = None, resume: bool = False,
+        progress: bool = False) -> dict[str, Any]:
+    """Run serially in this process, write records and ``summary.json`` to ``out_dir``; return the summary.
+
+    ``resume`` continues the run in ``out_dir`` (its ``run.json``), playing only unrecorded episodes;
+    ``progress`` draws a progress line on a terminal's stderr.
+    """
+    from ._progress import Progress
+    from ._resume import finish_run, start_run
+    from ._worker import EpisodeWorker
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    world = world_for(config)
-    specs = plan(config, world)
-    write_provenance(config, out, world)
-    records: list[EpisodeRecord] = []
-    db = open_database(world, config.backend, **config.backend_options)
+    state = start_run(config, out, resume=resume)
+    bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
+    worker = EpisodeWorker(state.config, agent_factory, world=state.world)
     try:
-        for part, batch in enumerate(batches(specs, config.batch_size)):
-            done = run_batch(config, batch, world=world, agent_factory=agent_factory, database=db)
-            write_part(out, done, part)
-            records.extend(done)
+        for batch in state.pending:
+            done = worker.play_batch(batch.specs)
+            write_part(out, done, batch.part)
+            bar.update(done)
             if on_batch:
                 on_batch(done)
     finally:
-        db.close()
-    return write_summary(config, out, records)
+        worker.close()
+        bar.close()
+    return finish_run(state.config, out)
 
 
 def write_summary(config: RunConfig, out: Path, records: Sequence[EpisodeRecord]) -> dict[str, Any]:

@@ -1,0 +1,143 @@
+"""Runner throughput: episodes per second of the bare env loop, the serial runner and 1..N Ray workers.
+
+Usage::
+
+    .venv/bin/python benchmarks/throughput.py [--max-workers N] [--repeats R] [--reps K]
+
+Every mode plays the same plan (the world's scenarios x ``--repeats``, scripted
+reference agent, SQLite in memory) ``--reps`` times; medians are printed.
+
+* ``bare loop``: ``env.reset`` / ``env.step`` with one env per scenario on one
+  database, no records: the ceiling for one core.
+* ``serial``: :func:`rehearsal_env.runner.run` (records, Parquet parts, summary).
+* ``ray N``: :func:`rehearsal_env.runner.run_on_ray` over N warm actors (their
+  start-up is timed apart), the driver writing the parts.
+
+Printed per mode: episodes/s, the ratio to the bare loop, per core (divided by
+the workers), the per-episode overhead over the bare loop, and the scaling
+efficiency ``rate(N) / (N * rate(1))``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rehearsal_env.agents import make_agent
+from rehearsal_env.backends import open_database
+from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.runner import EpisodeSpec, RayPool, RunConfig, plan, run, run_episode, run_on_ray
+from rehearsal_env.runner._serial import world_for
+
+
+@dataclass(frozen=True)
+class Result:
+    """One mode's measurements."""
+
+    mode: str
+    """``bare loop``, ``serial`` or ``ray N``."""
+    workers: int
+    """Processes playing episodes (1 for bare and serial)."""
+    rates: tuple[float, ...]
+    """Episodes per second, one per repetition."""
+
+    @property
+    def rate(self) -> float:
+        """The median rate."""
+        return statistics.median(self.rates)
+
+
+def bare_loop(config: RunConfig, specs: list[EpisodeSpec]) -> Callable[[], None]:
+    """The plain Gymnasium loop over the plan, one env per scenario on one database, nothing recorded."""
+    world = world_for(config)
+    db = open_database(world, config.backend)
+    envs = {s.id: RehearsalEnv(s, world, database=db, stress=config.stress) for s in world.scenarios()}
+
+    def play() -> None:
+        for spec in specs:
+            env = envs[spec.scenario]
+            run_episode(env, make_agent(config.agent, env.scenario), seed=spec.seed)
+
+    return play
+
+
+def timed(fn: Callable[[], object], episodes: int, reps: int) -> tuple[float, ...]:
+    rates = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        rates.append(episodes / (time.perf_counter() - start))
+    return tuple(rates)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--world", default="shop")
+    parser.add_argument("--repeats", type=int, default=20, help="episodes per scenario (default: 20)")
+    parser.add_argument("--max-workers", type=int, default=os.cpu_count() or 1,
+                        help="measure 1..N Ray workers (default: the CPU count)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per mode; medians are printed")
+    parser.add_argument("--batch-size", type=int, default=32, help="episodes per actor call (default: 32)")
+    parser.add_argument("--inflight", type=int, default=2, help="batches queued per actor (default: 2)")
+    args = parser.parse_args()
+
+    import ray
+
+    config = RunConfig(world=args.world, repeats=args.repeats, batch_size=args.batch_size)
+    specs = plan(config, world_for(config))
+    n = len(specs)
+    print(f"{n} episodes ({args.world}, all splits, {args.repeats} repeats), batch {args.batch_size}, "
+          f"{args.inflight} in flight per actor, {args.reps} reps, {os.cpu_count()} CPUs")
+    tmp = Path(tempfile.mkdtemp(prefix="rehearsal-throughput-"))
+    outs = iter(range(1 << 30))
+
+    def serial() -> None:
+        run(config, tmp / f"serial-{next(outs)}")
+
+    bare = bare_loop(config, specs)
+    bare()  # warm: snapshot, provenance hash, imports
+    serial()
+    results = [Result("bare loop", 1, timed(bare, n, args.reps)),
+               Result("serial", 1, timed(serial, n, args.reps))]
+
+    ray.init(num_cpus=args.max_workers, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    startups = {}
+    try:
+        for workers in range(1, args.max_workers + 1):
+            start = time.perf_counter()
+            pool = RayPool(config, workers, inflight=args.inflight)
+            startups[workers] = time.perf_counter() - start
+            with pool:
+                def on_ray(pool: RayPool = pool, workers: int = workers) -> None:
+                    run_on_ray(config, tmp / f"ray-{next(outs)}", workers=workers, pool=pool)
+
+                on_ray()  # warm
+                results.append(Result(f"ray {workers}", workers, timed(on_ray, n, args.reps)))
+    finally:
+        ray.shutdown()
+
+    base = results[0].rate
+    one = next(r.rate for r in results if r.mode == "ray 1")
+    print(f"\n{'mode':<11}{'episodes/s':>12}{'vs bare':>9}{'per core':>10}{'overhead/ep':>13}{'scaling':>9}"
+          f"{'start s':>9}")
+    for r in results:
+        per_core = r.rate / r.workers
+        overhead = (1 / per_core - 1 / base) * 1e3
+        scaling = f"{r.rate / (r.workers * one):>9.2f}" if r.mode.startswith("ray") else f"{'':>9}"
+        startup = f"{startups[r.workers]:>9.1f}" if r.mode.startswith("ray") else f"{'':>9}"
+        print(f"{r.mode:<11}{r.rate:>12,.0f}{r.rate / base:>9.2f}{per_core / base:>10.2f}"
+              f"{overhead:>+11.3f}ms{scaling}{startup}")
+    print("\nrates per rep:", {r.mode: [round(x) for x in r.rates] for r in results})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

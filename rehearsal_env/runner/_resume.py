@@ -1,0 +1,148 @@
+"""The run directory's plan (``run.json``), and what is left to play when a run is resumed.
+
+A run starts by writing ``run.json``: the config (less backend options, which
+may hold credentials) and every planned episode. Batch ``i`` of the plan is
+written as part ``i`` of ``episodes.parquet/`` whichever worker finishes it
+and whenever, so the parts of a parallel run are the parts of a serial run.
+Resuming reads ``run.json`` back, reads the records already written and plays
+only the episodes that have none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ..records import EPISODES_DIR, EpisodeRecord, read_records
+from ..worlds import World
+from ._serial import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance, write_summary
+
+RUN_FILE = "run.json"
+RUN_FILE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Episodes played by one worker call and written as one part file."""
+
+    index: int
+    """The batch's position in the plan."""
+    part: int
+    """The part number its records are written to (``index`` unless that part already exists)."""
+    specs: tuple[EpisodeSpec, ...]
+    """Its episodes, in plan order."""
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run about to play: its config, its whole plan, and the batches still to play."""
+
+    config: RunConfig
+    """The run's config (read from ``run.json`` when resuming)."""
+    world: World
+    """The run's world."""
+    specs: tuple[EpisodeSpec, ...]
+    """Every planned episode, in order."""
+    pending: tuple[Batch, ...]
+    """Batches with episodes not yet recorded."""
+    recorded: int
+    """Episodes of the plan already recorded."""
+
+
+def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState:
+    """Prepare ``out`` for ``config``: a new run (replacing any run there), or the rest of the run there.
+
+    Raises:
+        FileNotFoundError: resuming a directory without ``run.json``.
+        ValueError: resuming with a config other than the stored one.
+    """
+    world = world_for(config)
+    if resume:
+        stored = load_config(out, backend_options=config.backend_options)
+        if stored != config:
+            diff = [f"{f.name}: stored {getattr(stored, f.name)!r}, given {getattr(config, f.name)!r}"
+                    for f in fields(RunConfig) if getattr(stored, f.name) != getattr(config, f.name)]
+            raise ValueError(f"{out / RUN_FILE} holds another run's config ({'; '.join(diff)}); resume with "
+                             f"load_config({str(out)!r}), or start a new run in another directory")
+        specs = load_plan(out)
+        done = {(r.scenario, r.repeat) for r in _records(out)}
+    else:
+        specs = plan(config, world)
+        _clear(out)
+        save_run(out, config, specs)
+        done = set()
+    write_provenance(config, out, world)
+    existing = {int(p.stem.split("-")[1]) for p in (out / EPISODES_DIR).glob("part-*.parquet")}
+    spare = max([-(-len(specs) // config.batch_size), *(p + 1 for p in existing)])
+    pending: list[Batch] = []
+    for index, batch in enumerate(batches(specs, config.batch_size)):
+        todo = tuple(s for s in batch if (s.scenario, s.repeat) not in done)
+        if not todo:
+            continue
+        part = index
+        if index in existing:  # a part file never holds part of a batch; kept safe all the same
+            part, spare = spare, spare + 1
+        pending.append(Batch(index, part, todo))
+    recorded = sum((s.scenario, s.repeat) in done for s in specs)
+    return RunState(config, world, tuple(specs), tuple(pending), recorded)
+
+
+def finish_run(config: RunConfig, out: Path) -> dict[str, Any]:
+    """Write ``summary.json`` over every record in ``out`` and return it."""
+    return write_summary(config, out, read_records(out))
+
+
+def save_run(out: Path, config: RunConfig, specs: list[EpisodeSpec]) -> Path:
+    """Write ``run.json``: the config (less backend options) and the plan."""
+    out.mkdir(parents=True, exist_ok=True)
+    stored = {k: v for k, v in asdict(config).items() if k != "backend_options"}
+    body = {"version": RUN_FILE_VERSION, "config": stored,
+            "episodes": [[s.scenario, s.repeat, s.seed] for s in specs]}
+    path = out / RUN_FILE
+    tmp = out / f".{RUN_FILE}.tmp"
+    tmp.write_text(json.dumps(body, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_config(out: str | Path, *, backend_options: dict[str, Any] | None = None) -> RunConfig:
+    """The config stored in a run directory's ``run.json`` (backend options are not stored: pass them)."""
+    stored = dict(_read(Path(out))["config"])
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(stored) - known)
+    if unknown:
+        raise ValueError(f"{Path(out) / RUN_FILE} has config fields this version does not know: {unknown}; "
+                         "resume it with the rehearsal-env version that started it")
+    stored["scenarios"] = tuple(stored.get("scenarios", ()))
+    return RunConfig(**stored, backend_options=dict(backend_options or {}))
+
+
+def load_plan(out: str | Path) -> list[EpisodeSpec]:
+    """The planned episodes stored in a run directory's ``run.json``."""
+    return [EpisodeSpec(str(s), int(k), int(seed)) for s, k, seed in _read(Path(out))["episodes"]]
+
+
+def _read(out: Path) -> dict[str, Any]:
+    path = out / RUN_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no {RUN_FILE} in {out}; --resume takes the directory of a run started by "
+                                "`rehearsal run` (its --out)")
+    body: dict[str, Any] = json.loads(path.read_text())
+    if body.get("version") != RUN_FILE_VERSION:
+        raise ValueError(f"{path} has version {body.get('version')!r}, expected {RUN_FILE_VERSION}")
+    return body
+
+
+def _records(out: Path) -> list[EpisodeRecord]:
+    if not any((out / EPISODES_DIR).glob("part-*.parquet")):
+        return []
+    return read_records(out)
+
+
+def _clear(out: Path) -> None:
+    """Remove a previous run's plan, records and summary from ``out`` (nothing else)."""
+    for path in [*(out / EPISODES_DIR).glob("part-*.parquet"), *(out / EPISODES_DIR).glob(".part-*.tmp"),
+                 out / RUN_FILE, out / "summary.json"]:
+        path.unlink(missing_ok=True)
