@@ -222,12 +222,19 @@ def test_a_failed_write_is_undone_alone_and_the_tool_call_goes_on(pair: tuple[Da
 
 
 def test_errors_map_like_sqlite(pair: tuple[Database, Database]) -> None:
+    refusals = []
     for db in pair:
-        with pytest.raises(ApplicationError, match="the application refused the change"), db.transaction():
-            db.execute("INSERT INTO notes (member_id, body) VALUES (?, ?)", (1, None))  # NOT NULL
+        for sql in ("INSERT INTO notes (member_id, body) VALUES (1, NULL)",
+                    "UPDATE teams SET id = 2 WHERE id = 1",
+                    "INSERT INTO notes (member_id, body) VALUES (99, 'x')"):
+            with pytest.raises(ApplicationError) as refused, db.transaction():
+                db.execute(sql)
+            refusals.append(str(refused.value))
         with pytest.raises(DatabaseError), db.transaction():
             db.execute("SELECT no_such_column FROM teams")
         assert db.query("SELECT COUNT(*) FROM notes") == [(0,)]  # rolled back, connection usable
+    assert refusals[:3] == refusals[3:], "agents see the same refusal on both backends"
+    assert refusals[0] == "the application refused the change: NOT NULL constraint failed: notes.body"
     pg = pair[1]
     with pytest.raises(DatabaseError, match="TRUNCATE"):
         pg.execute("TRUNCATE notes")
@@ -352,8 +359,8 @@ def test_every_scenario_gives_the_same_verdict_on_both_backends(world_name: str,
                 lite, pg = results["sqlite"], results["postgres"]
                 where = f"{world_name}/{scenario.id} agent {name}"
                 assert _verdict_key(lite.verdict) == _verdict_key(pg.verdict), where
-                assert [(t.tool, t.status) for t in lite.episode.trace] == \
-                       [(t.tool, t.status) for t in pg.episode.trace], where
+                assert [(t.tool, t.status, t.observation) for t in lite.episode.trace] == \
+                       [(t.tool, t.status, t.observation) for t in pg.episode.trace], where
                 played += 1
         for db in dbs.values():
             db.reset()

@@ -18,6 +18,8 @@ IEEE double), ``CAST(... AS REAL)`` as double precision and ``AS INTEGER`` as bi
 (64 bits, as SQLite). :class:`NumericLoader` reads any remaining numeric as int when
 integral text, else float.
 
+:func:`sqlite_column_names` names result columns of agents' queries as SQLite does.
+
 Known remaining differences: ``x / 0`` raises on PostgreSQL (NULL on SQLite);
 ``CAST(2.7 AS INTEGER)`` rounds on PostgreSQL (2 on SQLite); a float sum can differ
 in the last bit when rows come in another order.
@@ -92,3 +94,92 @@ class BoolLoader(Loader):
 
     def load(self, data: Any) -> int:
         return 1 if bytes(data) == b"t" else 0
+
+
+_TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|[(),]|[^\s(),'"]+|\s+""", re.DOTALL)
+_LIST_END = {"from", "where", "group", "having", "order", "limit", "union", "except", "intersect", "window"}
+_IDENT = r'(?:[A-Za-z_]\w*|"(?:[^"]|"")*")'
+_COLUMN_REF = re.compile(rf"^(?:{_IDENT}\.)?{_IDENT}$")
+_EXPLICIT_ALIAS = re.compile(rf"\bAS\s+({_IDENT})\s*$", re.IGNORECASE)
+_LAST_IDENT = re.compile(rf"({_IDENT})\s*$")
+_OPERATOR_WORDS = {"and", "or", "not", "is", "like", "ilike", "glob", "in", "between", "then", "else", "when",
+                   "case", "distinct", "escape", "collate", "as", "end", "null", "true", "false"}
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace('""', '"') if name.startswith('"') else name
+
+
+def _alias(item: str) -> str | None:
+    """The alias of a select item, as written (SQLite keeps its case), or None."""
+    explicit = _EXPLICIT_ALIAS.search(item)
+    if explicit:
+        return _unquote(explicit.group(1))
+    last = _LAST_IDENT.search(item)
+    before = item[: last.start()].rstrip() if last else ""
+    if not last or not before or last.group(1).lower() in _OPERATOR_WORDS or before[-1] in "+-*/%|<>=!~&^.(,":
+        return None
+    previous = re.search(r"(\w+)$", before)
+    if previous and previous.group(1).lower() in _OPERATOR_WORDS:
+        return None
+    return _unquote(last.group(1))
+
+
+def _select_items(sql: str) -> list[str] | None:
+    """The top-level result expressions of a SELECT, as written; None when not found."""
+    depth, items, current, inside = 0, [], "", False
+    for token in _TOKEN.findall(sql):
+        word = token.lower()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        if depth == 0 and not inside and word == "select":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if depth == 0 and (word in _LIST_END or token == ";"):
+            break
+        if depth == 0 and token == ",":
+            items.append(current.strip())
+            current = ""
+        elif not (current.strip() == "" and word in ("distinct", "all")):
+            current += token
+    items.append(current.strip())
+    return items if inside and all(items) else None
+
+
+def sqlite_column_names(sql: str, columns: tuple[str, ...]) -> tuple[str, ...]:
+    """``columns`` as PostgreSQL named them, renamed as SQLite names them where they differ.
+
+    SQLite names an unaliased expression by its text (``COUNT(*)``), PostgreSQL by its
+    function (``count``) or ``?column?``; aliases and plain column references agree.
+    Left as they are when the select list cannot be matched (``*``, several statements).
+    """
+    items = _select_items(sql)
+    if items is None or len(items) != len(columns) or any(i.endswith("*") for i in items):
+        return columns
+    named = []
+    for item, column in zip(items, columns, strict=True):
+        alias = _alias(item)
+        named.append(alias if alias is not None else column if _COLUMN_REF.match(item) else item)
+    return tuple(named)
+
+
+def sqlite_integrity_message(exc: Exception) -> str:
+    """An integrity violation worded as SQLite words it (agents see the same error on both backends)."""
+    diag = getattr(exc, "diag", None)
+    state = getattr(exc, "sqlstate", None)
+    table = getattr(diag, "table_name", None)
+    if state == "23502" and table:
+        return f"NOT NULL constraint failed: {table}.{getattr(diag, 'column_name', None) or '?'}"
+    if state == "23503":
+        return "FOREIGN KEY constraint failed"
+    if state == "23505" and table:
+        key = re.search(r"Key \((.+?)\)=", getattr(diag, "message_detail", None) or "")
+        columns = [c.strip() for c in key.group(1).split(",")] if key else ["?"]
+        return f"UNIQUE constraint failed: {', '.join(f'{table}.{c}' for c in columns)}"
+    if state == "23514":
+        return f"CHECK constraint failed: {getattr(diag, 'constraint_name', None) or '?'}"
+    return str(exc).strip().split("\n", 1)[0]

@@ -39,6 +39,7 @@ from ..checks import CheckError, CheckRefused, validate_check_sql
 from ._database import ApplicationError, DatabaseError, Dialect, Row
 from ._pgcache import shared_dsn
 from ._pgcluster import Cluster, cluster
+from ._pgcompat import sqlite_column_names, sqlite_integrity_message
 from ._pgread import connection_lost, read_as_checker, refused, timed_out
 from ._pgsql import SqlNotAllowed, connect, guard_check, plain, translate
 from .sqlite import single_value
@@ -118,7 +119,7 @@ class PostgresDatabase:
                 cur = self._conn.execute(stmt.text, plain(params))
                 rows = cur.fetchall() if cur.description is not None else []
         except pgerrors.IntegrityError as exc:
-            raise ApplicationError(f"the application refused the change: {_first_line(exc)}") from exc
+            raise _refused(exc) from exc
         except pgerrors.InFailedSqlTransaction as exc:
             raise DatabaseError(
                 "PostgreSQL aborted this tool call's transaction after an earlier query failed with a "
@@ -167,7 +168,7 @@ class PostgresDatabase:
         try:
             self._conn.execute("COMMIT")
         except pgerrors.IntegrityError as exc:
-            raise ApplicationError(f"the application refused the change: {_first_line(exc)}") from exc
+            raise _refused(exc) from exc
         except psycopg.Error as exc:
             raise DatabaseError(f"PostgreSQL could not commit: {_first_line(exc)}") from exc
         if self._moved_ids:
@@ -207,7 +208,8 @@ class PostgresDatabase:
     ) -> tuple[tuple[str, ...], list[Row], bool]:
         """An agent's read-only SELECT: (column names, at most ``max_rows`` rows, whether cut).
 
-        Same layers as a check; works inside a tool call's transaction too.
+        Same layers as a check; works inside a tool call's transaction too. Columns are
+        named as SQLite names them (``COUNT(*)``, not ``count``).
 
         Raises:
             ApplicationError: the query is refused, fails or runs past ``timeout_s`` (the agent's
@@ -234,7 +236,7 @@ class PostgresDatabase:
             if refused(exc):
                 raise ApplicationError(f"the query tried to do more than read: {_first_line(exc)}") from exc
             raise ApplicationError(f"the query failed: {_first_line(exc)}") from exc
-        return columns, rows[:max_rows], len(rows) > max_rows
+        return sqlite_column_names(sql, columns), rows[:max_rows], len(rows) > max_rows
 
     # -- reset and close -------------------------------------------------------------
     def reset(self) -> None:
@@ -267,3 +269,7 @@ class PostgresDatabase:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().split("\n", 1)[0]
+
+
+def _refused(exc: psycopg.Error) -> ApplicationError:
+    return ApplicationError(f"the application refused the change: {sqlite_integrity_message(exc)}")
