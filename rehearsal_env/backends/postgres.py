@@ -6,21 +6,22 @@ Each env gets its own database, cloned from a per-world template built once per
 server (:mod:`._pgcluster`), and drops it on :meth:`PostgresDatabase.close`.
 
 Every tool call commits, as a real application does (each write inside it runs
-under a savepoint, so a refused write is undone alone, as on SQLite); :meth:`PostgresDatabase.reset`
-still restores the exact snapshot (rows and id sequences) with one function call
-in one round trip, because row triggers log every touched key (:mod:`._pgreset`).
-No transaction is held across episodes.
+under a savepoint in the same round trip, so a refused write is undone alone, as on
+SQLite); :meth:`PostgresDatabase.reset` still restores the exact snapshot (rows and
+id sequences) with one function call in one round trip, because row triggers log
+every touched key (:mod:`._pgreset`). No transaction is held across episodes.
 
-Checks are refused by :func:`~rehearsal_env.checks.validate_check_sql` (and for
-reading the server clock) before reaching the server; then they run in a
-``READ ONLY`` transaction, under ``SET LOCAL ROLE rehearsal_checker`` (a role that
-may only SELECT) and a ``statement_timeout``, through the extended protocol (a
-second statement is refused by the server too).
+Checks (and agents' queries, :meth:`PostgresDatabase.read_query`) are refused by
+:func:`~rehearsal_env.checks.validate_check_sql`, for reading the server clock, or
+for calling session functions (``set_config``, ...) before reaching the server; then
+they run ``READ ONLY``, as ``rehearsal_checker`` (a role that may only SELECT) under
+a ``statement_timeout``, through the extended protocol (a second statement is refused
+by the server too); see :mod:`._pgread`.
 
-Values read back as on SQLite (int, str, float, None; ``numeric`` aggregates as
-int or float, booleans as 0/1), so :func:`~rehearsal_env.backends.digest` agrees
-across backends. Ids follow SQLite's rowid rule: after seeding, a rolled-back
-insert, a DELETE or an explicit id, the next id is max(id) + 1.
+Values, column names and refusals read back as on SQLite (:mod:`._pgcompat`), so
+:func:`~rehearsal_env.backends.digest` and observations agree across backends. Ids
+follow SQLite's rowid rule: after seeding, a rolled-back insert, a DELETE or an
+explicit id, the next id is max(id) + 1.
 """
 
 from __future__ import annotations
