@@ -80,3 +80,14 @@ def test_a_check_cannot_write_and_writes_work_again_after(tiny_world) -> None:
     with db.transaction():
         db.execute("UPDATE accounts SET balance_cents = 1 WHERE id = 1")
     assert db.check_value("SELECT balance_cents FROM accounts WHERE id = 1") == 1
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM orders WHERE placed_at > date('now', '-30 days')",
+    "SELECT COUNT(*) FROM orders WHERE placed_at > CURRENT_DATE",
+    "SELECT now()",
+    "SELECT COUNT(*) FROM orders WHERE placed_at > 'today'",
+])
+def test_a_check_that_reads_the_server_clock_is_refused_on_every_backend(sql: str) -> None:
+    with pytest.raises(CheckRefused, match="clock is frozen"):
+        Check("recent", sql, "eq", 0)

@@ -82,16 +82,21 @@ def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, t
     import rehearsal_env.backends as backends
     import rehearsal_env.backends.sqlite as sqlite
     import rehearsal_env.env as env
+    import rehearsal_env.rescore._rebuild as rescore_rebuild
     import rehearsal_env.runner._serial as serial
     import rehearsal_env.tools as tools
 
     def unavailable(*args: object, **kwargs: object) -> None:
         raise AssertionError("rescoring must not touch a database, the application or an agent")
 
+    # The recheck rebuilds each end state in a private in-memory SQLite database from the world's
+    # snapshot and the stored changes (rescore.end_state); the run's own database is never opened.
+    rebuilt: list[object] = []
+    monkeypatch.setattr(rescore_rebuild, "SQLiteDatabase", lambda world: rebuilt.append(world) or real(world))
+    real = sqlite.SQLiteDatabase
     targets: list[tuple[object, str]] = [
         (backends, "open_database"), (serial, "open_database"), (serial, "make_agent"), (agents, "make_agent"),
-        (sqlite.SQLiteDatabase, "__init__"), (env.RehearsalEnv, "__init__"), (env.Episode, "__init__"),
-        (tools.ToolContext, "__init__")]
+        (env.RehearsalEnv, "__init__"), (env.Episode, "__init__"), (tools.ToolContext, "__init__")]
     try:
         targets.append((importlib.import_module("rehearsal_env.backends.postgres").PostgresDatabase, "__init__"))
     except ImportError:  # a build without the PostgreSQL backend has nothing more to forbid
@@ -100,6 +105,7 @@ def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, t
         monkeypatch.setattr(target, name, unavailable)
     report = rescore_run(benchmark_run, "rl", tmp_path / "offline", recheck_checks=True)
     assert report.ok and report.rechecked == report.recheck_agree == report.episodes > 0
+    assert len(rebuilt) == report.episodes
     assert main(["eval", "rescore", str(benchmark_run), "--profile", "benchmark", "--out", str(tmp_path / "cli"),
                  "--recheck"]) == 0
 

@@ -14,7 +14,7 @@ backend translates them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -68,6 +68,10 @@ class Database(Protocol):
         """
         ...
 
+    def touched(self) -> dict[str, set[Any]]:
+        """Primary keys written (inserted, updated or deleted) per table since the last reset."""
+        ...
+
     def reset(self) -> None:
         """Restore the exact snapshot taken after seeding (rows and id counters)."""
         ...
@@ -97,19 +101,42 @@ def digest(db: Database) -> str:
     return h.hexdigest()
 
 
-def changes(db: Database, snapshot: dict[str, Sequence[Row]]) -> dict[str, dict[str, list[Row]]]:
+_SNAPSHOT_INDEX: dict[int, tuple[Sequence[Row], dict[Any, Row]]] = {}
+
+
+def _index(rows: Sequence[Row]) -> dict[Any, Row]:
+    """Rows by primary key, cached per snapshot row sequence (which the cache keeps alive)."""
+    cached = _SNAPSHOT_INDEX.get(id(rows))
+    if cached is None or cached[0] is not rows:
+        cached = (rows, {row[0]: tuple(row) for row in rows})
+        _SNAPSHOT_INDEX[id(rows)] = cached
+    return cached[1]
+
+
+def changes(db: Database, snapshot: Mapping[str, Sequence[Row]]) -> dict[str, dict[str, list[Row]]]:
     """Rows inserted, updated (new values) and deleted in every table, against ``snapshot``.
 
     ``snapshot`` maps table name to its rows at reset (a world's seed rows).
-    Together with the snapshot this rebuilds the end state offline.
+    Together with the snapshot this rebuilds the end state offline. Only the keys the
+    backend logged as touched since the reset are read (:meth:`Database.touched`).
     """
     out: dict[str, dict[str, list[Row]]] = {}
+    touched = db.touched()
     for table in db.tables:
-        before = {row[0]: tuple(row) for row in snapshot.get(table.name, ())}
-        after = {row[0]: tuple(row) for row in table_rows(db, table)}
-        inserted = [after[k] for k in sorted(after.keys() - before.keys())]
-        deleted = [before[k] for k in sorted(before.keys() - after.keys())]
-        updated = [after[k] for k in sorted(after.keys() & before.keys()) if after[k] != before[k]]
+        keys = sorted(touched.get(table.name, ()))
+        if not keys:
+            continue
+        snap = _index(snapshot.get(table.name, ()))
+        before = {k: snap[k] for k in keys if k in snap}
+        after: dict[Any, Row] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            sql = (f"SELECT {', '.join(table.column_names)} FROM {table.name} "
+                   f"WHERE {table.primary_key} IN ({', '.join('?' * len(chunk))})")
+            after.update((row[0], tuple(row)) for row in db.query(sql, chunk))
+        inserted = [after[k] for k in keys if k in after and k not in before]
+        deleted = [before[k] for k in keys if k in before and k not in after]
+        updated = [after[k] for k in keys if k in after and k in before and after[k] != before[k]]
         if inserted or updated or deleted:
             out[table.name] = {"inserted": inserted, "updated": updated, "deleted": deleted}
     return out

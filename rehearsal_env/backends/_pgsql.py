@@ -17,18 +17,13 @@ from typing import Any, NamedTuple
 
 import psycopg
 
+from ..checks._check import CLOCK_LITERAL, SERVER_CLOCK
 from ._dialect import placeholders
 from ._pgcompat import REWRITES, SEARCH_PATH, BoolLoader, NumericLoader
 
 _LITERALS_AND_COMMENTS = re.compile(
     r"""('(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/)""", re.DOTALL
 )
-SERVER_CLOCK = re.compile(
-    r"\b(now\s*\(|current_date|current_time|current_timestamp|localtime|localtimestamp|"
-    r"clock_timestamp|statement_timestamp|transaction_timestamp|timeofday)",
-    re.IGNORECASE,
-)
-_CLOCK_LITERAL = re.compile(r"'\s*(now|today|tomorrow|yesterday)\s*'", re.IGNORECASE)
 _DELETE = re.compile(r"\bdelete\b", re.IGNORECASE)
 _INSERT = re.compile(r"\binsert\b", re.IGNORECASE)
 _WRITE = re.compile(r"\b(insert|update|delete)\b", re.IGNORECASE)
@@ -88,7 +83,7 @@ def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
     """
     parts = _LITERALS_AND_COMMENTS.split(sql)
     code = " ".join(parts[0::2])
-    clock = SERVER_CLOCK.search(code) or _CLOCK_LITERAL.search(sql)
+    clock = SERVER_CLOCK.search(code) or CLOCK_LITERAL.search(sql)
     if clock:
         raise SqlNotAllowed(
             f"the SQL reads the database server's clock ({clock.group(0).strip()!r}): {sql!r}. "

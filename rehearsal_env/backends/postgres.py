@@ -42,6 +42,8 @@ from ._pgcache import shared_dsn
 from ._pgcluster import Cluster, cluster
 from ._pgcompat import sqlite_column_names, sqlite_integrity_message
 from ._pgread import connection_lost, read_as_checker, refused, timed_out
+from ._pgreset import SCHEMA as RESET_SCHEMA
+from ._pgreset import dependency_order
 from ._pgsql import SqlNotAllowed, connect, guard_check, plain, translate
 from .sqlite import single_value
 
@@ -240,6 +242,14 @@ class PostgresDatabase:
         return sqlite_column_names(sql, columns), rows[:max_rows], len(rows) > max_rows
 
     # -- reset and close -------------------------------------------------------------
+    def touched(self) -> dict[str, set[Any]]:
+        """Keys the reset's triggers logged since the last reset (the rows ``reset()`` will restore)."""
+        names = {i: t.name for i, t in enumerate(dependency_order(self.tables), start=1)}
+        out: dict[str, set[Any]] = {}
+        for number, key in self.query(f"SELECT tbl, id FROM {RESET_SCHEMA}.touched"):
+            out.setdefault(names[number], set()).add(key)
+        return out
+
     def reset(self) -> None:
         if self._conn.info.transaction_status != TransactionStatus.IDLE:
             self._command("ROLLBACK")

@@ -23,6 +23,7 @@ from ._database import ApplicationError, DatabaseError, Dialect, Row
 from ._dialect import create_table
 
 if TYPE_CHECKING:
+    from ..schema import Table
     from ..worlds import World
 
 _SNAPSHOTS: dict[tuple[str, str, int], bytes] = {}
@@ -35,6 +36,21 @@ _READ_ACTIONS.add(getattr(sqlite3, "SQLITE_RECURSIVE", 33))
 
 def _authorize_read_only(action: int, *_: Any) -> int:
     return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
+
+
+TOUCHED = "_rehearsal_touched"
+"""The log of keys written since the snapshot; part of the snapshot, so a reset empties it."""
+
+
+def _log_touched_keys(conn: sqlite3.Connection, tables: Sequence[Table]) -> None:
+    """Triggers that log every written primary key into :data:`TOUCHED` (old and new keys)."""
+    conn.execute(f"CREATE TABLE {TOUCHED} (tbl TEXT NOT NULL, pk INTEGER NOT NULL)")
+    for table in tables:
+        pk = table.primary_key
+        for event, keys in (("INSERT", ("new",)), ("UPDATE", ("old", "new")), ("DELETE", ("old",))):
+            values = ", ".join(f"('{table.name}', {k}.{pk})" for k in keys)
+            conn.execute(f"CREATE TRIGGER _rehearsal_log_{event.lower()}_{table.name} AFTER {event} "
+                         f"ON {table.name} BEGIN INSERT INTO {TOUCHED} VALUES {values}; END")
 
 
 def build_snapshot(world: World) -> bytes:
@@ -57,6 +73,7 @@ def build_snapshot(world: World) -> bytes:
                         f"INSERT INTO {table.name} ({', '.join(table.column_names)}) VALUES ({marks})",
                         data,
                     )
+            _log_touched_keys(conn, world.tables)
             conn.execute("COMMIT")
             _SNAPSHOTS[key] = conn.serialize()
             conn.close()
@@ -74,6 +91,12 @@ class SQLiteDatabase:
         self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA foreign_keys = ON")
         self.reset()
+
+    def touched(self) -> dict[str, set[Any]]:
+        out: dict[str, set[Any]] = {}
+        for table, pk in self._conn.execute(f"SELECT DISTINCT tbl, pk FROM {TOUCHED}"):
+            out.setdefault(table, set()).add(pk)
+        return out
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._run(sql, params)

@@ -123,6 +123,16 @@ _WRITE_WORDS = re.compile(
 )
 
 
+SERVER_CLOCK = re.compile(
+    r"\b(now\s*\(|current_date|current_time|current_timestamp|localtime|localtimestamp|"
+    r"clock_timestamp|statement_timestamp|transaction_timestamp|timeofday)",
+    re.IGNORECASE,
+)
+"""Functions that read the database server's clock (outside string literals)."""
+CLOCK_LITERAL = re.compile(r"'\s*(now|today|tomorrow|yesterday)\s*'", re.IGNORECASE)
+"""Date literals that mean the server's clock (``date('now')``, ``'today'::date``)."""
+
+
 def code_only(sql: str) -> str:
     """The statement with string literals, quoted identifiers and comments blanked out."""
     return _STRINGS_AND_COMMENTS.sub(" ", sql)
@@ -158,4 +168,10 @@ def validate_check_sql(sql: str, *, name: str = "<check>") -> None:
         raise CheckRefused(
             f"check {name!r} uses {bad.group(0).upper()!r}, which can change data or "
             "session state; a check may only read. Rewrite it as a plain SELECT"
+        )
+    clock = SERVER_CLOCK.search(body) or CLOCK_LITERAL.search(sql)
+    if clock:
+        raise CheckRefused(
+            f"check {name!r} reads the database server's clock ({clock.group(0).strip()!r}); the world's "
+            "clock is frozen at its data_anchor: pass world.now (or a date computed from it) as a parameter"
         )

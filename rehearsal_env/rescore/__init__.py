@@ -6,13 +6,13 @@ world's snapshot and the stored row changes, on the embedded SQLite engine,
 and runs the stored checks again read-only (:func:`recheck`).
 """
 
-from ._rebuild import EndState, Recheck, recheck, world_of
+from ._rebuild import Recheck, end_state, recheck, world_of
 from ._rescore import REPORT_FILE, RescoreReport, rescore_records, rescore_run, reward_under
 
 __all__ = [
     "REPORT_FILE",
-    "EndState",
     "Recheck",
+    "end_state",
     "RescoreReport",
     "recheck",
     "rescore_records",

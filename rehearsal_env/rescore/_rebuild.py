@@ -1,7 +1,7 @@
 """The end state of a stored episode, rebuilt offline, and its checks run again.
 
 The world's snapshot is built on the embedded SQLite engine from the world's
-code alone (:func:`rehearsal_env.backends.sqlite.build_snapshot`: schema and
+code alone (:class:`rehearsal_env.backends.sqlite.SQLiteDatabase`: schema and
 seed rows, never the run's database), the record's row changes are applied,
 and the record's own checks (their SQL, parameters, comparison and wanted
 value) are run read-only. The re-run verdict must equal the stored one.
@@ -10,93 +10,58 @@ value) are run read-only. The re-run verdict must equal the stored one.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
 
-from ..backends import DatabaseError, Dialect
-from ..backends.sqlite import build_snapshot, single_value
-from ..checks import Check, CheckError, CheckRefused, CheckResult, validate_check_sql
+from ..backends.sqlite import SQLiteDatabase
+from ..checks import Check, CheckResult
 from ..clock import frozen_world
 from ..provenance import provenance_of
 from ..records import EpisodeRecord, RowChange, as_json
 from ..schema import Table
 from ..services import duplicate_effects
-from ..verdict import decide
+from ..verdict import decide, run_check
 from ..worlds import World, load_world
 
-_READ = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+
+def end_state(world: World, changes: Sequence[RowChange]) -> SQLiteDatabase:
+    """A private in-memory SQLite database of ``world``'s snapshot with ``changes`` applied.
+
+    Checks then run on it through :meth:`SQLiteDatabase.check_value`, read-only as in a live episode.
+
+    Raises:
+        ValueError: a change does not fit the snapshot (another world version wrote the record).
+    """
+    db = SQLiteDatabase(world)
+    by_name = {t.name: t for t in world.tables}
+    try:
+        with db.transaction():
+            db.execute("PRAGMA defer_foreign_keys = ON")  # rows land in stored order; keys hold at commit
+            for change in changes:
+                _apply(db, by_name, change)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
-def _read_only(action: int, *_: Any) -> int:
-    return sqlite3.SQLITE_OK if action in _READ else sqlite3.SQLITE_DENY
-
-
-class EndState:
-    """A stored episode's end state in an in-memory SQLite database that only answers reads."""
-
-    dialect: Dialect = "sqlite"
-
-    def __init__(self, world: World, changes: Sequence[RowChange]) -> None:
-        self.tables: tuple[Table, ...] = world.tables
-        self._conn = sqlite3.connect(":memory:", isolation_level=None)
-        self._conn.deserialize(build_snapshot(world))
-        by_name = {t.name: t for t in world.tables}
-        self._conn.execute("BEGIN")
-        for change in changes:
-            _apply(self._conn, by_name, change)
-        self._conn.execute("COMMIT")
-        self._conn.execute("PRAGMA query_only = ON")
-        self._conn.set_authorizer(_read_only)
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        try:
-            return self._conn.execute(sql, tuple(params)).fetchall()
-        except sqlite3.Error as exc:
-            raise DatabaseError(f"the rebuilt end state answers reads only: {exc}") from exc
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise DatabaseError("the rebuilt end state is read-only: it answers checks, it runs no application")
-
-    def transaction(self) -> AbstractContextManager[None]:
-        raise DatabaseError("the rebuilt end state is read-only: it answers checks, it runs no application")
-
-    def reset(self) -> None:
-        raise DatabaseError("the rebuilt end state has no snapshot to reset to; rebuild it from the record")
-
-    def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        validate_check_sql(sql)
-        try:
-            rows = self._conn.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            if "not authorized" in str(exc) or "readonly" in str(exc):
-                raise CheckRefused(f"the check tried to do more than read: {exc}") from exc
-            raise CheckError(f"the check's query failed: {exc}") from exc
-        return single_value(rows)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-def _apply(conn: sqlite3.Connection, tables: dict[str, Table], change: RowChange) -> None:
+def _apply(db: SQLiteDatabase, tables: dict[str, Table], change: RowChange) -> None:
     table = tables.get(change.table)
     if table is None:
         raise ValueError(f"a stored change names table {change.table!r}, which the world's catalog lacks; "
                          "the record was written by another world version")
     row = json.loads(change.row)
     key = json.loads(change.key)
-    exists = conn.execute(f"SELECT 1 FROM {table.name} WHERE {table.primary_key} = ?", (key,)).fetchone()
+    exists = db.query(f"SELECT 1 FROM {table.name} WHERE {table.primary_key} = ?", (key,))
     if (change.change == "inserted") == bool(exists):
         state = "already in" if exists else "missing from"
         raise ValueError(f"stored change {change.change} {change.table}#{change.key}: the row is {state} the "
                          "rebuilt snapshot; the world's seed rows differ from the run's")
-    conn.execute(f"DELETE FROM {table.name} WHERE {table.primary_key} = ?", (key,))
+    db.execute(f"DELETE FROM {table.name} WHERE {table.primary_key} = ?", (key,))
     if change.change in ("inserted", "updated"):
         cols = [c for c in table.column_names if c in row]
-        conn.execute(f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                     [row[c] for c in cols])
+        db.execute(f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                   [row[c] for c in cols])
 
 
 @dataclass(frozen=True)
@@ -146,7 +111,7 @@ def recheck(record: EpisodeRecord, world: World | None = None) -> Recheck:
     missing = [c.name for c in record.checks if c.sql is None]
     if missing:
         return Recheck(*ident, None, (f"not rebuilt: checks without stored SQL: {missing}",))
-    state = EndState(world or world_of(record), record.changes)
+    state = end_state(world or world_of(record), record.changes)
     try:
         results = [_run(state, c.name, c.kind, c.sql or "", c.params or "[]", c.op, c.want)
                    for c in record.checks]
@@ -166,10 +131,6 @@ def recheck(record: EpisodeRecord, world: World | None = None) -> Recheck:
     return Recheck(*ident, outcome.value, tuple(differences))
 
 
-def _run(state: EndState, name: str, kind: str, sql: str, params: str, op: str, want: str) -> CheckResult:
+def _run(state: SQLiteDatabase, name: str, kind: str, sql: str, params: str, op: str, want: str) -> CheckResult:
     check = Check(name, sql, op, json.loads(want), tuple(json.loads(params)))  # type: ignore[arg-type]
-    try:
-        held = state.check_value(check.sql, check.params)
-    except (CheckError, CheckRefused) as exc:
-        return CheckResult(name, kind, op, check.want, None, False, error=str(exc))  # type: ignore[arg-type]
-    return CheckResult(name, kind, op, check.want, held, check.compare(held))  # type: ignore[arg-type]
+    return run_check(state, check, kind)  # type: ignore[arg-type]

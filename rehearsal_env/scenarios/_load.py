@@ -53,6 +53,14 @@ def _scenario(world: str, raw: dict[str, Any]) -> Scenario:
         faults=tuple(Fault(**f) for f in raw.get("faults", [])),
         max_customer_contacts=raw.get("max_customer_contacts", 1),
         scope=tuple(raw.get("scope", ())),
+        answer_sql=raw.get("answer_sql"),
+        answer_tolerance=float(raw.get("answer_tolerance", 0.0)),
+        method=raw.get("method"),
+        required_actions=tuple(raw.get("required_actions", ())),
+        forbidden_actions=tuple(raw.get("forbidden_actions", ())),
+        turn_budget=raw.get("turn_budget"),
+        tool_call_budget=raw.get("tool_call_budget"),
+        token_budget=raw.get("token_budget"),
     )
 
 

@@ -129,7 +129,8 @@ class Scenario:
     max_customer_contacts: int = 1
     """``ask_customer`` calls allowed before they count as unnecessary interruptions."""
     scope: tuple[str, ...] = ()
-    """Tables the scenario may change (empty for a read-only question)."""
+    """What the scenario may change: ``"table"`` or one row ``"table#key"`` (empty: a read-only
+    question). The framework's ``final_answers`` and ``service_requests`` are never judged for scope."""
     answer_sql: str | None = None
     """Question scenarios: the oracle, one read-only SELECT whose single value is the right answer."""
     answer_tolerance: float = 0.0

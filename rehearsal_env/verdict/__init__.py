@@ -1,6 +1,6 @@
 """Verdicts: outcomes, endings, run metrics, and how checks decide them."""
 
-from ._judge import judge
+from ._judge import judge, run_check
 from ._verdict import Ending, EpisodeMetrics, Outcome, Verdict, decide
 
-__all__ = ["Ending", "EpisodeMetrics", "Outcome", "Verdict", "decide", "judge"]
+__all__ = ["Ending", "EpisodeMetrics", "Outcome", "Verdict", "decide", "judge", "run_check"]
