@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
+from ..schema import Table
 from ..services import SERVICE_REQUESTS
 from ..tools import BUILTIN_TOOLS, Tool, retry_operation
 from ..tools.builtin import FINAL_ANSWERS
-from ..schema import Table
 
 if TYPE_CHECKING:
     from ..scenarios import Scenario, Split
