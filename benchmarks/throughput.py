@@ -9,13 +9,14 @@ reference agent, SQLite in memory) ``--reps`` times; medians are printed.
 
 * ``bare loop``: ``env.reset`` / ``env.step`` with one env per scenario on one
   database, no records: the ceiling for one core.
+* ``records``: the bare loop plus each episode's record (what a worker does), in memory.
 * ``serial``: :func:`rehearsal_env.runner.run` (records, Parquet parts, summary).
 * ``ray N``: :func:`rehearsal_env.runner.run_on_ray` over N warm actors (their
   start-up is timed apart), the driver writing the parts.
 
-Printed per mode: episodes/s, the ratio to the bare loop, per core (divided by
-the workers), the per-episode overhead over the bare loop, and the scaling
-efficiency ``rate(N) / (N * rate(1))``.
+Printed per mode: episodes/s; per core (divided by the workers) as a ratio to
+the bare loop and to ``records``; the per-episode overhead in ms over each; the
+scaling efficiency ``rate(N) / (N * rate(1))``; the actors' start-up time.
 """
 
 from __future__ import annotations
@@ -23,17 +24,27 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rehearsal_env.agents import make_agent
 from rehearsal_env.backends import open_database
 from rehearsal_env.env import RehearsalEnv
-from rehearsal_env.runner import EpisodeSpec, RayPool, RunConfig, plan, run, run_episode, run_on_ray
+from rehearsal_env.runner import (
+    EpisodeSpec,
+    EpisodeWorker,
+    RayPool,
+    RunConfig,
+    plan,
+    run,
+    run_episode,
+    run_on_ray,
+)
 from rehearsal_env.runner._serial import world_for
 
 
@@ -68,13 +79,21 @@ def bare_loop(config: RunConfig, specs: list[EpisodeSpec]) -> Callable[[], None]
     return play
 
 
-def timed(fn: Callable[[], object], episodes: int, reps: int) -> tuple[float, ...]:
-    rates = []
+def records_loop(config: RunConfig, specs: list[EpisodeSpec]) -> Callable[[], None]:
+    """The bare loop plus making each episode's record (a worker's whole job), nothing written."""
+    worker = EpisodeWorker(config)
+    return lambda: None if worker.play_batch(specs) else None
+
+
+def timed(fns: Mapping[str, Callable[[], object]], episodes: int, reps: int) -> dict[str, list[float]]:
+    """Episodes per second of each function, ``reps`` times, the functions interleaved in each repetition."""
+    rates: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        rates.append(episodes / (time.perf_counter() - start))
-    return tuple(rates)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            rates[name].append(episodes / (time.perf_counter() - start))
+    return rates
 
 
 def main() -> int:
@@ -95,17 +114,19 @@ def main() -> int:
     n = len(specs)
     print(f"{n} episodes ({args.world}, all splits, {args.repeats} repeats), batch {args.batch_size}, "
           f"{args.inflight} in flight per actor, {args.reps} reps, {os.cpu_count()} CPUs")
+    if n < 4 * args.batch_size * args.max_workers:
+        print(f"note: {-(-n // args.batch_size)} batches for up to {args.max_workers} workers; raise "
+              "--repeats for at least 4 batches per worker, or the last batches leave workers idle")
     tmp = Path(tempfile.mkdtemp(prefix="rehearsal-throughput-"))
     outs = iter(range(1 << 30))
 
     def serial() -> None:
         run(config, tmp / f"serial-{next(outs)}")
 
-    bare = bare_loop(config, specs)
-    bare()  # warm: snapshot, provenance hash, imports
-    serial()
-    results = [Result("bare loop", 1, timed(bare, n, args.reps)),
-               Result("serial", 1, timed(serial, n, args.reps))]
+    local = {"bare loop": bare_loop(config, specs), "records": records_loop(config, specs), "serial": serial}
+    for fn in local.values():
+        fn()  # warm: snapshot, provenance hash, imports
+    results = [Result(name, 1, tuple(rates)) for name, rates in timed(local, n, args.reps).items()]
 
     ray.init(num_cpus=args.max_workers, include_dashboard=False, log_to_driver=False,
              logging_level=logging.ERROR)
@@ -120,23 +141,30 @@ def main() -> int:
                     run_on_ray(config, tmp / f"ray-{next(outs)}", workers=workers, pool=pool)
 
                 on_ray()  # warm
-                results.append(Result(f"ray {workers}", workers, timed(on_ray, n, args.reps)))
+                rates = timed({"ray": on_ray}, n, args.reps)["ray"]
+                results.append(Result(f"ray {workers}", workers, tuple(rates)))
     finally:
         ray.shutdown()
-
-    base = results[0].rate
-    one = next(r.rate for r in results if r.mode == "ray 1")
-    print(f"\n{'mode':<11}{'episodes/s':>12}{'vs bare':>9}{'per core':>10}{'overhead/ep':>13}{'scaling':>9}"
-          f"{'start s':>9}")
-    for r in results:
-        per_core = r.rate / r.workers
-        overhead = (1 / per_core - 1 / base) * 1e3
-        scaling = f"{r.rate / (r.workers * one):>9.2f}" if r.mode.startswith("ray") else f"{'':>9}"
-        startup = f"{startups[r.workers]:>9.1f}" if r.mode.startswith("ray") else f"{'':>9}"
-        print(f"{r.mode:<11}{r.rate:>12,.0f}{r.rate / base:>9.2f}{per_core / base:>10.2f}"
-              f"{overhead:>+11.3f}ms{scaling}{startup}")
-    print("\nrates per rep:", {r.mode: [round(x) for x in r.rates] for r in results})
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(results, startups)
     return 0
+
+
+def report(results: list[Result], startups: dict[int, float]) -> None:
+    """The table: rate, per-core ratios to the bare loop and to records, overheads, scaling, start-up."""
+    bare = next(r.rate for r in results if r.mode == "bare loop")
+    recs = next(r.rate for r in results if r.mode == "records")
+    one = next(r.rate for r in results if r.mode == "ray 1")
+    print(f"\n{'mode':<11}{'episodes/s':>11}{'/core vs bare':>15}{'vs records':>12}{'+ms/ep vs bare':>16}"
+          f"{'vs records':>12}{'scaling':>9}{'start s':>9}")
+    for r in results:
+        core = r.rate / r.workers
+        on_ray = r.mode.startswith("ray")
+        scaling = f"{r.rate / (r.workers * one):>9.2f}" if on_ray else f"{'':>9}"
+        startup = f"{startups[r.workers]:>9.1f}" if on_ray else f"{'':>9}"
+        print(f"{r.mode:<11}{r.rate:>11,.0f}{core / bare:>15.2f}{core / recs:>12.2f}"
+              f"{(1 / core - 1 / bare) * 1e3:>+16.3f}{(1 / core - 1 / recs) * 1e3:>+12.3f}{scaling}{startup}")
+    print("\nrates per rep:", {r.mode: [round(x) for x in r.rates] for r in results})
 
 
 if __name__ == "__main__":

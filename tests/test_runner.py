@@ -23,18 +23,20 @@ from ray import cloudpickle
 
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
-from rehearsal_env.records import EpisodeRecord, read_records
+from rehearsal_env.records import EpisodeRecord, read_records, write_part
 from rehearsal_env.runner import (
     RUN_FILE,
     EpisodeWorker,
     Progress,
     RayPool,
     RunConfig,
+    encode_part,
     load_config,
     plan,
     run,
     run_batch,
     run_on_ray,
+    summarize,
 )
 from rehearsal_env.scenarios import Scenario
 from rehearsal_env.worlds import load_world
@@ -130,6 +132,11 @@ def test_a_worker_reusing_its_envs_records_what_fresh_envs_record() -> None:
     assert {r.outcome for r in reused} == {"verified"}
 
 
+def test_an_encoded_part_is_the_file_write_part_writes(tmp_path: Path, serial_run: Path) -> None:
+    records = read_records(serial_run)[:7]
+    assert encode_part(records) == write_part(tmp_path, records, 0).read_bytes()
+
+
 def test_workers_2_and_workers_0_write_identical_records(tmp_path: Path, local_ray: None) -> None:
     common = ["run", "--world", "shop", "--split", SPLIT, "--repeats", "2", "--batch-size", "5", "--quiet"]
     assert main([*common, "--workers", "0", "--out", str(tmp_path / "w0")]) == 0
@@ -167,6 +174,7 @@ def test_an_episode_whose_worker_dies_twice_is_not_scored_with_the_reason(
                 if r["repeat"] == 0 and r["scenario"] != VICTIM]
     assert [r for r in comparable(records) if r["scenario"] != VICTIM] == expected
     assert summary["not_scored"] == 1 and summary["verified"] == len(records) - 1
+    assert {k: v for k, v in summary.items() if k != "config"} == summarize(records)
 
 
 class _CutShort(Exception):
@@ -247,13 +255,14 @@ class _Terminal(io.StringIO):
 def test_progress_draws_on_a_terminal_only(serial_run: Path) -> None:
     records = read_records(serial_run)
     piped, terminal = io.StringIO(), _Terminal()
+    outcomes = [r.outcome for r in records]
     for stream in (piped, terminal):
         bar = Progress(len(records) + 5, done=5, stream=stream)
-        bar.update(records)
+        bar.update(outcomes)
         bar.close()
     quiet = _Terminal()
     bar = Progress(len(records), stream=quiet, enabled=False)
-    bar.update(records)
+    bar.update(outcomes)
     bar.close()
     assert piped.getvalue() == "" and quiet.getvalue() == ""
     shown = terminal.getvalue()

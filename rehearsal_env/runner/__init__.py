@@ -4,8 +4,9 @@ Serially in this process (:func:`run`) or over Ray actors (:func:`run_on_ray`),
 with the same records; ``run.json`` in the run directory lets either resume.
 """
 
+from ._pool import MAX_TRIES, Played, RayPool
 from ._progress import Progress
-from ._ray import MAX_TRIES, RayPool, run_on_ray
+from ._ray import run_on_ray
 from ._resume import RUN_FILE, Batch, RunState, load_config, load_plan, start_run
 from ._serial import (
     AgentFactory,
@@ -20,13 +21,14 @@ from ._serial import (
     run_episode,
     write_summary,
 )
-from ._summary import METRICS, OUTCOMES, format_table, summarize
-from ._worker import EpisodeWorker
+from ._summary import METRICS, OUTCOMES, SummaryRow, format_table, summarize, summary_rows
+from ._worker import EpisodeWorker, encode_part
 
 __all__ = [
     "MAX_TRIES",
     "METRICS",
     "OUTCOMES",
+    "Played",
     "RUN_FILE",
     "AgentFactory",
     "Batch",
@@ -37,7 +39,9 @@ __all__ = [
     "RayPool",
     "RunConfig",
     "RunState",
+    "SummaryRow",
     "batches",
+    "encode_part",
     "format_table",
     "load_config",
     "load_plan",
@@ -49,5 +53,6 @@ __all__ = [
     "run_on_ray",
     "start_run",
     "summarize",
+    "summary_rows",
     "write_summary",
 ]

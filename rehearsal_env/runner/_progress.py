@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TextIO
 
-from ..records import EpisodeRecord
 from ._summary import OUTCOMES
 
 _SHORT = {"verified": "ok", "not_achieved": "miss", "rule_violated": "rule", "not_scored": "n/s"}
@@ -44,11 +43,11 @@ class Progress:
         """Whether anything is drawn."""
         return self._on
 
-    def update(self, records: Sequence[EpisodeRecord]) -> None:
-        """Count a finished batch; redraw if the last draw is 0.1 s old."""
-        self.done += len(records)
-        self._played += len(records)
-        self.outcomes.update(r.outcome for r in records)
+    def update(self, outcomes: Sequence[str]) -> None:
+        """Count a finished batch by its episodes' outcomes; redraw if the last draw is 0.1 s old."""
+        self.done += len(outcomes)
+        self._played += len(outcomes)
+        self.outcomes.update(outcomes)
         now = time.monotonic()
         if self._on and (now - self._drawn >= 0.1 or self.done >= self.total):
             self._drawn = now

@@ -18,6 +18,7 @@ from typing import Any
 from ..records import EPISODES_DIR, EpisodeRecord, read_records
 from ..worlds import World
 from ._serial import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance, write_summary
+from ._summary import summary_rows
 
 RUN_FILE = "run.json"
 RUN_FILE_VERSION = 1
@@ -90,8 +91,8 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState
 
 
 def finish_run(config: RunConfig, out: Path) -> dict[str, Any]:
-    """Write ``summary.json`` over every record in ``out`` and return it."""
-    return write_summary(config, out, read_records(out))
+    """Write ``summary.json`` over every record in ``out`` (reading only the columns it sums); return it."""
+    return write_summary(config, out, summary_rows(out))
 
 
 def save_run(out: Path, config: RunConfig, specs: list[EpisodeSpec]) -> Path:

@@ -24,7 +24,7 @@ from ..scenarios import Scenario
 from ..verdict import Verdict
 from ..versions import scenarios_not_in_use
 from ..worlds import World, load_world
-from ._summary import summarize
+from ._summary import Summarized, summarize
 
 AgentFactory = Callable[[Scenario], Policy]
 """Makes a fresh policy for one episode of a scenario."""
@@ -201,7 +201,7 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
         for batch in state.pending:
             done = worker.play_batch(batch.specs)
             write_part(out, done, batch.part)
-            bar.update(done)
+            bar.update([r.outcome for r in done])
             if on_batch:
                 on_batch(done)
     finally:
@@ -210,7 +210,7 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
     return finish_run(state.config, out)
 
 
-def write_summary(config: RunConfig, out: Path, records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+def write_summary(config: RunConfig, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:
     summary = summarize(records)
     summary["config"] = {k: v for k, v in asdict(config).items() if k != "backend_options"}
     write_provenance(config, out)

@@ -3,16 +3,74 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
 
-from ..records import EpisodeRecord
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..records import part_files
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 METRICS = ("false_completions", "duplicate_effects", "recovered", "unnecessary_interruptions",
            "rejected_attempts", "faults_injected")
 
 
-def summarize(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+class Summarized(Protocol):
+    """What the summary reads of a record (an :class:`~rehearsal_env.records.EpisodeRecord` has it all)."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def reward(self) -> float | None: ...
+    @property
+    def outcome_reward(self) -> float | None: ...
+    @property
+    def false_completion(self) -> bool: ...
+    @property
+    def duplicate_effects(self) -> int: ...
+    @property
+    def recovered(self) -> bool: ...
+    @property
+    def unnecessary_interruptions(self) -> int: ...
+    @property
+    def rejected_attempts(self) -> int: ...
+    @property
+    def faults_injected(self) -> int: ...
+
+
+class SummaryRow(NamedTuple):
+    """The columns of a record the summary reads (see :class:`~rehearsal_env.records.EpisodeRecord`)."""
+
+    outcome: str
+    """verified / not_achieved / rule_violated / not_scored."""
+    reward: float | None
+    """The reward under the run's profile; None when not scored."""
+    outcome_reward: float | None
+    """1, 0, -1; None when not scored."""
+    false_completion: bool
+    """Said done while a goal check failed."""
+    duplicate_effects: int
+    """Repeated identical requests to outside services."""
+    recovered: bool
+    """A fault happened and the episode still verified cleanly."""
+    unnecessary_interruptions: int
+    """Customer contacts beyond what the scenario allows."""
+    rejected_attempts: int
+    """Actions not carried out."""
+    faults_injected: int
+    """Scenario faults injected."""
+
+
+def summary_rows(run_dir: str | Path) -> list[SummaryRow]:
+    """The summed columns of every record in a run directory (fast: no whole records are read)."""
+    names = list(SummaryRow._fields)
+    table = pa.concat_tables([pq.read_table(p, columns=names) for p in part_files(run_dir)])
+    columns = [table.column(name).to_pylist() for name in SummaryRow._fields]
+    return [SummaryRow(*row) for row in zip(*columns, strict=True)]
+
+
+def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
     """``summary.json``'s numbers. Not-scored episodes count in ``not_scored`` and nowhere else."""
     scored = [r for r in records if r.outcome != "not_scored"]
     out: dict[str, Any] = {"episodes": len(records)}
