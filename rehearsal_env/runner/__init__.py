@@ -21,7 +21,7 @@ from ._serial import (
     run_episode,
     write_summary,
 )
-from ._summary import METRICS, OUTCOMES, SummaryRow, format_table, summarize, summary_rows
+from ._summary import METRICS, OUTCOMES, SummaryRow, format_table, summarize, summary_row, summary_rows
 from ._worker import EpisodeWorker, encode_part
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "run_on_ray",
     "start_run",
     "summarize",
+    "summary_row",
     "summary_rows",
     "write_summary",
 ]

@@ -26,6 +26,7 @@ from typing import Any
 from ..records import EpisodeRecord
 from ._resume import Batch
 from ._serial import AgentFactory, EpisodeSpec, RunConfig, world_for
+from ._summary import SummaryRow, summary_row
 from ._worker import EpisodeWorker, encode_part, lost_record
 
 MAX_TRIES = 2
@@ -36,8 +37,8 @@ MAX_TRIES = 2
 class Played:
     """What comes back for a batch (or for some of its episodes, after a worker died)."""
 
-    outcomes: tuple[str, ...]
-    """Each episode's outcome, in order."""
+    rows: tuple[SummaryRow, ...]
+    """What the summary reads of each episode, in order."""
     part: bytes | None
     """The whole batch as a Parquet part file (None when not asked for, or pieced together)."""
     records: tuple[EpisodeRecord, ...] | None
@@ -55,7 +56,7 @@ class _Actor:
 
     def play(self, specs: Sequence[EpisodeSpec], encode: bool, keep: bool) -> Played:
         records = self.worker.play_batch(specs)
-        return Played(tuple(r.outcome for r in records), encode_part(records) if encode else None,
+        return Played(tuple(summary_row(r) for r in records), encode_part(records) if encode else None,
                       tuple(records) if keep else None)
 
 
@@ -164,7 +165,7 @@ class RayPool:
                 if len(into) == len(task.batch.specs):
                     del pieces[task.batch.index]
                     records = tuple(into[(s.scenario, s.repeat)] for s in task.batch.specs)
-                    yield task.batch, Played(tuple(r.outcome for r in records), None, records)
+                    yield task.batch, Played(tuple(summary_row(r) for r in records), None, records)
 
     def _lost(self, slot: _Slot, exc: Exception, calls: dict[Any, tuple[_Slot, _Task | None]],
               todo: deque[_Task]) -> list[tuple[_Task, Played]]:
@@ -199,7 +200,7 @@ class RayPool:
                 reason = (f"the worker process died while playing this episode, on each of {MAX_TRIES} "
                           f"tries: {brief(cause)}")
                 record = lost_record(self.config, self._world, task.specs[0], reason)
-                done.append((task, Played((record.outcome,), None, (record,))))
+                done.append((task, Played((summary_row(record),), None, (record,))))
         todo.extendleft(reversed(again))
         ray.kill(slot.actor, no_restart=True)
         slot.actor = self._spawn()

@@ -17,6 +17,7 @@ from ._pool import Played, RayPool
 from ._progress import Progress
 from ._resume import Batch, finish_run, start_run
 from ._serial import AgentFactory, RunConfig
+from ._summary import SummaryRow
 
 
 def connect(address: str | None, workers: int) -> bool:
@@ -70,6 +71,7 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
         raise ValueError("the given pool plays another config; make a RayPool of this run's config")
     bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
     started = connect(address, workers) if state.pending and pool is None else False
+    rows: list[SummaryRow] = []
     try:
         if state.pending:
             own = pool is None
@@ -77,7 +79,8 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
             try:
                 for batch, played in pool.play(state.pending, keep=on_batch is not None):
                     write_played(out, batch, played)
-                    bar.update(played.outcomes)
+                    rows.extend(played.rows)
+                    bar.update([r.outcome for r in played.rows])
                     if on_batch:
                         on_batch(list(played.records or ()))
             finally:
@@ -89,4 +92,4 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
             import ray
 
             ray.shutdown()
-    return finish_run(state.config, out)
+    return finish_run(state, out, rows)

@@ -11,14 +11,15 @@ only the episodes that have none.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..records import EPISODES_DIR, EpisodeRecord, read_records
+from ..records import EPISODES_DIR
 from ..worlds import World
 from ._serial import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance, write_summary
-from ._summary import summary_rows
+from ._summary import SummaryRow, summary_rows
 
 RUN_FILE = "run.json"
 RUN_FILE_VERSION = 1
@@ -48,8 +49,13 @@ class RunState:
     """Every planned episode, in order."""
     pending: tuple[Batch, ...]
     """Batches with episodes not yet recorded."""
-    recorded: int
-    """Episodes of the plan already recorded."""
+    previous: tuple[SummaryRow, ...]
+    """What the summary reads of the episodes already recorded (resuming)."""
+
+    @property
+    def recorded(self) -> int:
+        """Episodes of the plan already recorded."""
+        return len(self.previous)
 
 
 def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState:
@@ -68,12 +74,13 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState
             raise ValueError(f"{out / RUN_FILE} holds another run's config ({'; '.join(diff)}); resume with "
                              f"load_config({str(out)!r}), or start a new run in another directory")
         specs = load_plan(out)
-        done = {(r.scenario, r.repeat) for r in _records(out)}
+        has_parts = any((out / EPISODES_DIR).glob("part-*.parquet"))
+        done = summary_rows(out) if has_parts else {}
     else:
         specs = plan(config, world)
         _clear(out)
         save_run(out, config, specs)
-        done = set()
+        done = {}
     write_provenance(config, out, world)
     existing = {int(p.stem.split("-")[1]) for p in (out / EPISODES_DIR).glob("part-*.parquet")}
     spare = max([-(-len(specs) // config.batch_size), *(p + 1 for p in existing)])
@@ -86,13 +93,13 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState
         if index in existing:  # a part file never holds part of a batch; kept safe all the same
             part, spare = spare, spare + 1
         pending.append(Batch(index, part, todo))
-    recorded = sum((s.scenario, s.repeat) in done for s in specs)
-    return RunState(config, world, tuple(specs), tuple(pending), recorded)
+    previous = tuple(done[(s.scenario, s.repeat)] for s in specs if (s.scenario, s.repeat) in done)
+    return RunState(config, world, tuple(specs), tuple(pending), previous)
 
 
-def finish_run(config: RunConfig, out: Path) -> dict[str, Any]:
-    """Write ``summary.json`` over every record in ``out`` (reading only the columns it sums); return it."""
-    return write_summary(config, out, summary_rows(out))
+def finish_run(state: RunState, out: Path, played: Sequence[SummaryRow]) -> dict[str, Any]:
+    """Write ``summary.json`` over the episodes recorded before and those ``played`` now; return it."""
+    return write_summary(state.config, out, [*state.previous, *played])
 
 
 def save_run(out: Path, config: RunConfig, specs: list[EpisodeSpec]) -> Path:
@@ -134,12 +141,6 @@ def _read(out: Path) -> dict[str, Any]:
     if body.get("version") != RUN_FILE_VERSION:
         raise ValueError(f"{path} has version {body.get('version')!r}, expected {RUN_FILE_VERSION}")
     return body
-
-
-def _records(out: Path) -> list[EpisodeRecord]:
-    if not any((out / EPISODES_DIR).glob("part-*.parquet")):
-        return []
-    return read_records(out)
 
 
 def _clear(out: Path) -> None:

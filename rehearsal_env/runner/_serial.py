@@ -191,23 +191,26 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
     """
     from ._progress import Progress
     from ._resume import finish_run, start_run
+    from ._summary import SummaryRow, summary_row
     from ._worker import EpisodeWorker
 
     out = Path(out_dir)
     state = start_run(config, out, resume=resume)
     bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
     worker = EpisodeWorker(state.config, agent_factory, world=state.world)
+    played: list[SummaryRow] = []
     try:
         for batch in state.pending:
             done = worker.play_batch(batch.specs)
             write_part(out, done, batch.part)
+            played.extend(summary_row(r) for r in done)
             bar.update([r.outcome for r in done])
             if on_batch:
                 on_batch(done)
     finally:
         worker.close()
         bar.close()
-    return finish_run(state.config, out)
+    return finish_run(state, out, played)
 
 
 def write_summary(config: RunConfig, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:

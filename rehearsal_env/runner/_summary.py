@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..records import part_files
+from ..records import RECORD_VERSION, VERSION_KEY, part_files
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 METRICS = ("false_completions", "duplicate_effects", "recovered", "unnecessary_interruptions",
@@ -62,12 +62,29 @@ class SummaryRow(NamedTuple):
     """Scenario faults injected."""
 
 
-def summary_rows(run_dir: str | Path) -> list[SummaryRow]:
-    """The summed columns of every record in a run directory (fast: no whole records are read)."""
-    names = list(SummaryRow._fields)
-    table = pa.concat_tables([pq.read_table(p, columns=names) for p in part_files(run_dir)])
-    columns = [table.column(name).to_pylist() for name in SummaryRow._fields]
-    return [SummaryRow(*row) for row in zip(*columns, strict=True)]
+def summary_row(record: Summarized) -> SummaryRow:
+    """What the summary reads of one record."""
+    return SummaryRow(*(getattr(record, name) for name in SummaryRow._fields))
+
+
+def summary_rows(run_dir: str | Path) -> dict[tuple[str, int], SummaryRow]:
+    """The summed columns of every record in a run directory by (scenario, repeat); no whole record is read.
+
+    Raises:
+        FileNotFoundError: no part files in ``run_dir``.
+        ValueError: a part written with another record version.
+    """
+    names = ["scenario", "repeat", *SummaryRow._fields]
+    tables = []
+    for path in part_files(run_dir):
+        version = (pq.read_schema(path).metadata or {}).get(VERSION_KEY.encode(), b"?").decode()
+        if version != str(RECORD_VERSION):
+            raise ValueError(f"{path}: expected episode records of version {RECORD_VERSION}, found "
+                             f"{version}; finish this run with the rehearsal-env release that started it")
+        tables.append(pq.read_table(path, columns=names))
+    table = pa.concat_tables(tables)
+    columns = [table.column(name).to_pylist() for name in names]
+    return {(row[0], row[1]): SummaryRow(*row[2:]) for row in zip(*columns, strict=True)}
 
 
 def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
