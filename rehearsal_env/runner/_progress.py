@@ -37,11 +37,16 @@ class Progress:
         self._played = 0
         self._start = time.monotonic()
         self._drawn = 0.0
+        self._shown = -1
 
     @property
     def active(self) -> bool:
         """Whether anything is drawn."""
         return self._on
+
+    def start(self) -> None:
+        """Start the rate's clock now (when the workers are ready, so their start-up is not counted)."""
+        self._start = time.monotonic()
 
     def update(self, outcomes: Sequence[str]) -> None:
         """Count a finished batch by its episodes' outcomes; redraw if the last draw is 0.1 s old."""
@@ -50,9 +55,7 @@ class Progress:
         self.outcomes.update(outcomes)
         now = time.monotonic()
         if self._on and (now - self._drawn >= 0.1 or self.done >= self.total):
-            self._drawn = now
-            self._stream.write("\r" + self.line(now) + "\x1b[K")
-            self._stream.flush()
+            self._draw(now)
 
     def line(self, now: float | None = None) -> str:
         """The status line: ``done/total``, outcomes so far, episodes per second, time left."""
@@ -63,8 +66,16 @@ class Progress:
         eta = "-" if left != left else f"{int(left) // 60}:{int(left) % 60:02d}"
         return f"{self.done}/{self.total} episodes | {outcomes} | {rate:,.0f}/s | left {eta}"
 
+    def _draw(self, now: float) -> None:
+        self._drawn = now
+        self._shown = self.done
+        self._stream.write("\r" + self.line(now) + "\x1b[K")
+        self._stream.flush()
+
     def close(self) -> None:
-        """End the line (when anything was drawn)."""
+        """Draw the last count if it is not shown yet, and end the line (when anything was drawn)."""
         if self._on and self._drawn:
-            self._stream.write("\r" + self.line() + "\x1b[K\n")
+            if self._shown != self.done:
+                self._draw(time.monotonic())
+            self._stream.write("\n")
             self._stream.flush()

@@ -76,6 +76,7 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
         if state.pending:
             own = pool is None
             pool = pool or RayPool(state.config, workers, agent_factory=agent_factory, inflight=inflight)
+            bar.start()
             try:
                 for batch, played in pool.play(state.pending, keep=on_batch is not None):
                     write_played(out, batch, played)

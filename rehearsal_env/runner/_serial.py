@@ -198,6 +198,7 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
     state = start_run(config, out, resume=resume)
     bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
     worker = EpisodeWorker(state.config, agent_factory, world=state.world)
+    bar.start()
     played: list[SummaryRow] = []
     try:
         for batch in state.pending:
