@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -149,6 +150,23 @@ def test_workers_2_and_workers_0_write_identical_records(tmp_path: Path, local_r
     for s in summaries:
         s["config"].pop("run_id")
     assert summaries[0] == summaries[1]
+
+
+def test_ray_address_joins_a_running_cluster(tmp_path: Path, local_ray: None, serial_run: Path) -> None:
+    import ray
+
+    cli = Path(sys.executable).parent / "rehearsal"
+    argv = [str(cli), "run", "--world", "shop", "--split", SPLIT, "--repeats", "2", "--batch-size", "5",
+            "--workers", "2", "--ray-address", ray.get_runtime_context().gcs_address, "--out", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert comparable(read_records(tmp_path)) == comparable(read_records(serial_run))
+
+
+def test_more_workers_than_the_cluster_has_cpus_is_refused(
+        tmp_path: Path, local_ray: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--world", "shop", "--split", SPLIT, "--workers", "3", "--out", str(tmp_path)]) == 2
+    assert "--workers 3 needs 3 CPUs in the Ray cluster, which has 2" in capsys.readouterr().err
 
 
 def test_a_worker_killed_mid_episode_is_replaced_and_the_episode_retried(
