@@ -4,6 +4,9 @@ Usage::
 
     .venv/bin/python benchmarks/throughput.py [--max-workers N] [--repeats R] [--reps K]
 
+``--max-workers`` defaults to the CPU count (on 16 cores: 1..16 workers; the
+plan grows so each worker gets at least 16 batches: ~8,200 episodes, ~5 minutes).
+
 Every mode plays the same plan (the world's scenarios x ``--repeats``, scripted
 reference agent, SQLite in memory) ``--reps`` times; medians are printed.
 
@@ -99,7 +102,9 @@ def timed(fns: Mapping[str, Callable[[], object]], episodes: int, reps: int) -> 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--world", default="shop")
-    parser.add_argument("--repeats", type=int, default=20, help="episodes per scenario (default: 20)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="episodes per scenario (default: enough for 16 batches per worker at "
+                             "--max-workers, at least 20)")
     parser.add_argument("--max-workers", type=int, default=os.cpu_count() or 1,
                         help="measure 1..N Ray workers (default: the CPU count)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per mode; medians are printed")
@@ -109,10 +114,12 @@ def main() -> int:
 
     import ray
 
-    config = RunConfig(world=args.world, repeats=args.repeats, batch_size=args.batch_size)
+    scenarios = len(plan(RunConfig(world=args.world), world_for(RunConfig(world=args.world))))
+    repeats = args.repeats or max(20, -(-16 * args.batch_size * args.max_workers // scenarios))
+    config = RunConfig(world=args.world, repeats=repeats, batch_size=args.batch_size)
     specs = plan(config, world_for(config))
     n = len(specs)
-    print(f"{n} episodes ({args.world}, all splits, {args.repeats} repeats), batch {args.batch_size}, "
+    print(f"{n} episodes ({args.world}, all splits, {repeats} repeats), batch {args.batch_size}, "
           f"{args.inflight} in flight per actor, {args.reps} reps, {os.cpu_count()} CPUs")
     if n < 4 * args.batch_size * args.max_workers:
         print(f"note: {-(-n // args.batch_size)} batches for up to {args.max_workers} workers; raise "

@@ -1,14 +1,16 @@
 """Runs on Ray: ``rehearsal run --workers N``; each finished batch is written as a part at once.
 
 The actors (:class:`~._pool.RayPool`) send each batch back already encoded as
-a Parquet part; this process only writes files, so it never limits how many
-workers a run can use. The parts and records are those of a serial run.
+a Parquet part; this process only writes files (on a few threads, as fsync
+waits), so it does not limit how many workers a run can use. The parts and
+records are those of a serial run.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ from ._progress import Progress
 from ._resume import Batch, finish_run, start_run
 from ._serial import AgentFactory, RunConfig
 from ._summary import SummaryRow
+
+WRITERS = 4
+"""Threads writing parts (a write waits on fsync, so the driver keeps taking batches meanwhile)."""
 
 
 def connect(address: str | None, workers: int) -> bool:
@@ -54,6 +59,17 @@ def write_played(out: Path, batch: Batch, played: Played) -> Path:
     return path
 
 
+def _unfinished(writes: list[Future[Path]]) -> list[Future[Path]]:
+    """The writes still running; a finished write that failed raises its error here."""
+    running = []
+    for write in writes:
+        if write.done():
+            write.result()
+        else:
+            running.append(write)
+    return running
+
+
 def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address: str | None = None,
                agent_factory: AgentFactory | None = None, resume: bool = False, progress: bool = False,
                on_batch: Callable[[list[EpisodeRecord]], None] | None = None,
@@ -77,13 +93,18 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
             own = pool is None
             pool = pool or RayPool(state.config, workers, agent_factory=agent_factory, inflight=inflight)
             bar.start()
+            writes: list[Future[Path]] = []
             try:
-                for batch, played in pool.play(state.pending, keep=on_batch is not None):
-                    write_played(out, batch, played)
-                    rows.extend(played.rows)
-                    bar.update([r.outcome for r in played.rows])
-                    if on_batch:
-                        on_batch(list(played.records or ()))
+                with ThreadPoolExecutor(WRITERS, thread_name_prefix="rehearsal-parts") as writer:
+                    for batch, played in pool.play(state.pending, keep=on_batch is not None):
+                        writes = _unfinished(writes)
+                        writes.append(writer.submit(write_played, out, batch, played))
+                        rows.extend(played.rows)
+                        bar.update([r.outcome for r in played.rows])
+                        if on_batch:
+                            on_batch(list(played.records or ()))
+                for w in writes:
+                    w.result()
             finally:
                 if own:
                     pool.close()
