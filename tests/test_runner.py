@@ -37,6 +37,7 @@ from rehearsal_env.runner import (
     run,
     run_batch,
     run_on_ray,
+    start_run,
     summarize,
 )
 from rehearsal_env.scenarios import Scenario
@@ -263,6 +264,16 @@ def test_resume_errors_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_workers_that_cannot_start_end_the_run_with_the_error(local_ray: None) -> None:
     with pytest.raises(RuntimeError, match="Ray workers could not start: .*sqlite backend takes no options"):
         RayPool(config(backend_options={"dsn": "postgresql://nowhere"}), 1)
+
+
+def test_a_pool_plays_again_after_its_caller_stopped_early(tmp_path: Path, local_ray: None) -> None:
+    cfg = config(batch_size=4)
+    state = start_run(cfg, tmp_path)
+    with RayPool(cfg, 1, inflight=3) as pool:
+        for _ in pool.play(state.pending):
+            break
+        again = [(batch.index, len(played.rows)) for batch, played in pool.play(state.pending)]
+    assert sorted(again) == [(b.index, len(b.specs)) for b in state.pending]
 
 
 class _Terminal(io.StringIO):

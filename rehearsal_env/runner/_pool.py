@@ -136,36 +136,40 @@ class RayPool:
         pieces: dict[int, dict[tuple[str, int], EpisodeRecord]] = {b.index: {} for b in batches}
         todo: deque[_Task] = deque(_Task(b, b.specs) for b in batches)
         calls: dict[Any, tuple[_Slot, _Task | None]] = {}
-        while todo or calls:
-            for slot in self._slots:
-                while todo and len(slot.refs) < self.inflight:
-                    task = todo.popleft()
-                    whole = task.specs == task.batch.specs
-                    ref = slot.actor.play.remote(task.specs, whole, keep or not whole)
-                    slot.refs.append(ref)
-                    calls[ref] = (slot, task)
-            ready, _ = ray.wait(list(calls), num_returns=1)
-            slot, maybe = calls.pop(ready[0])
-            if maybe is None:  # a replacement actor's ready() call
-                _get(ready[0], "a replacement Ray worker could not start")
-                continue
-            try:
-                done = [(maybe, _get(ready[0]))]
-                slot.refs.remove(ready[0])
-            except ray.exceptions.RayActorError as exc:
-                calls[ready[0]] = (slot, maybe)
-                done = self._lost(slot, exc, calls, todo)
-            for task, played in done:
-                if task.specs == task.batch.specs:
-                    del pieces[task.batch.index]
-                    yield task.batch, played
+        try:
+            while todo or calls:
+                for slot in self._slots:
+                    while todo and len(slot.refs) < self.inflight:
+                        task = todo.popleft()
+                        whole = task.specs == task.batch.specs
+                        ref = slot.actor.play.remote(task.specs, whole, keep or not whole)
+                        slot.refs.append(ref)
+                        calls[ref] = (slot, task)
+                ready, _ = ray.wait(list(calls), num_returns=1)
+                slot, maybe = calls.pop(ready[0])
+                if maybe is None:  # a replacement actor's ready() call
+                    _get(ready[0], "a replacement Ray worker could not start")
                     continue
-                into = pieces[task.batch.index]
-                into.update(((r.scenario, r.repeat), r) for r in played.records or ())
-                if len(into) == len(task.batch.specs):
-                    del pieces[task.batch.index]
-                    records = tuple(into[(s.scenario, s.repeat)] for s in task.batch.specs)
-                    yield task.batch, Played(tuple(summary_row(r) for r in records), None, records)
+                try:
+                    done = [(maybe, _get(ready[0]))]
+                    slot.refs.remove(ready[0])
+                except ray.exceptions.RayActorError as exc:
+                    calls[ready[0]] = (slot, maybe)
+                    done = self._lost(slot, exc, calls, todo)
+                for task, played in done:
+                    if task.specs == task.batch.specs:
+                        del pieces[task.batch.index]
+                        yield task.batch, played
+                        continue
+                    into = pieces[task.batch.index]
+                    into.update(((r.scenario, r.repeat), r) for r in played.records or ())
+                    if len(into) == len(task.batch.specs):
+                        del pieces[task.batch.index]
+                        records = tuple(into[(s.scenario, s.repeat)] for s in task.batch.specs)
+                        yield task.batch, Played(tuple(summary_row(r) for r in records), None, records)
+        finally:  # a caller that stopped early leaves calls queued; they run unread, before the next play's
+            for slot in self._slots:
+                slot.refs.clear()
 
     def _lost(self, slot: _Slot, exc: Exception, calls: dict[Any, tuple[_Slot, _Task | None]],
               todo: deque[_Task]) -> list[tuple[_Task, Played]]:
