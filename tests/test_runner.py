@@ -24,14 +24,13 @@ from ray import cloudpickle
 
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
-from rehearsal_env.records import EpisodeRecord, read_records, write_part
+from rehearsal_env.records import EpisodeRecord, read_records
 from rehearsal_env.runner import (
     RUN_FILE,
     EpisodeWorker,
     Progress,
     RayPool,
     RunConfig,
-    encode_part,
     load_config,
     plan,
     run,
@@ -132,11 +131,6 @@ def test_a_worker_reusing_its_envs_records_what_fresh_envs_record() -> None:
         worker.close()
     assert comparable(reused) == comparable(run_batch(cfg, specs))
     assert {r.outcome for r in reused} == {"verified"}
-
-
-def test_an_encoded_part_is_the_file_write_part_writes(tmp_path: Path, serial_run: Path) -> None:
-    records = read_records(serial_run)[:7]
-    assert encode_part(records) == write_part(tmp_path, records, 0).read_bytes()
 
 
 def test_workers_2_and_workers_0_write_identical_records(tmp_path: Path, local_ray: None) -> None:
@@ -297,3 +291,8 @@ def test_progress_draws_on_a_terminal_only(serial_run: Path) -> None:
     shown = terminal.getvalue()
     assert f"{len(records) + 5}/{len(records) + 5} episodes" in shown and f"ok {len(records)}" in shown
     assert shown.endswith("\n") and "/s" in shown
+
+
+def test_resume_refuses_options_that_would_change_the_run(serial_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--resume", str(serial_run), "--repeats", "3", "--profile", "rl"]) == 2
+    assert "leave out --repeats, --profile" in capsys.readouterr().err

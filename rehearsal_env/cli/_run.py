@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run in DIR (stored plan and config), playing only unrecorded episodes")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only)")
-    p.set_defaults(handler=handle)
+    p.set_defaults(handler=handle, shaping_defaults={name: p.get_default(name) for name in RUN_SHAPING})
 
 
 def _backend_options(backend: str, dsn: str | None) -> dict[str, Any]:
@@ -60,6 +60,11 @@ def _stamp(args: argparse.Namespace) -> dict[str, Any]:
     return {"freeze_time": args.freeze_time, "freeze_time_source": CLI, "agent_version": args.agent_version}
 
 
+RUN_SHAPING = ("agent", "split", "scenario", "repeats", "seed", "backend", "no_stress", "profile", "freeze_time",
+               "agent_version", "batch_size")
+"""Options that decide what a run is; a resumed run keeps the ones stored with it."""
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
@@ -67,9 +72,11 @@ def handle(args: argparse.Namespace) -> int:
         raise ValueError(f"expected --workers >= 0 and --batch-size >= 1, "
                          f"got {args.workers} and {args.batch_size}")
     if args.resume:
-        if args.out or args.world:
-            raise ValueError("--resume DIR continues the run stored in DIR with its own world and plan; "
-                             "leave out --out and --world")
+        given = [f"--{n.replace('_', '-')}" for n, default in
+                 {"out": None, "world": None, **args.shaping_defaults}.items() if getattr(args, n) != default]
+        if given:
+            raise ValueError("--resume DIR continues the run stored in DIR with its own world, plan and options; "
+                             f"leave out {', '.join(given)}")
         out = Path(args.resume)
         config = load_config(out)
         config = replace(config, backend_options=_backend_options(config.backend, args.dsn))

@@ -58,15 +58,20 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def encode_part(records: Sequence[EpisodeRecord]) -> bytes:
+    """``records`` as the bytes of one part file (a worker encodes; the driver only writes bytes)."""
+    table = pa.Table.from_pylist([to_row(r) for r in records], schema=SCHEMA)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def write_part(run_dir: str | Path, records: Sequence[EpisodeRecord], part: int) -> Path:
     """Write ``records`` as part ``part`` of the run's episode table, atomically; return its path."""
     directory = Path(run_dir) / EPISODES_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist([to_row(r) for r in records], schema=SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
     final = directory / f"part-{part:05d}.parquet"
-    write_bytes_atomic(final, sink.getvalue().to_pybytes())
+    write_bytes_atomic(final, encode_part(records))
     return final
 
 

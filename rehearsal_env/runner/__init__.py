@@ -22,7 +22,7 @@ from ._serial import (
     write_summary,
 )
 from ._summary import METRICS, OUTCOMES, SummaryRow, format_table, summarize, summary_row, summary_rows
-from ._worker import EpisodeWorker, encode_part
+from ._worker import EpisodeWorker
 
 __all__ = [
     "MAX_TRIES",
@@ -41,7 +41,6 @@ __all__ = [
     "RunState",
     "SummaryRow",
     "batches",
-    "encode_part",
     "format_table",
     "load_config",
     "load_plan",

@@ -23,11 +23,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import EpisodeRecord
+from ..records import EpisodeRecord, encode_part
 from ._resume import Batch
 from ._serial import AgentFactory, EpisodeSpec, RunConfig, world_for
 from ._summary import SummaryRow, summary_row
-from ._worker import EpisodeWorker, encode_part, lost_record
+from ._worker import EpisodeWorker, lost_record
 
 MAX_TRIES = 2
 """Times an episode is started before a dying worker makes it ``not_scored``."""

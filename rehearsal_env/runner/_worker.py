@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
-from ..records import SCHEMA, EpisodeRecord, not_played_record, to_row
+from ..records import EpisodeRecord, not_played_record
 from ..worlds import World
 from ._serial import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, play, run_provenance, world_for
 
@@ -74,9 +71,3 @@ def lost_record(config: RunConfig, world: World, spec: EpisodeSpec, reason: str)
                              provenance=run_provenance(config, world))
 
 
-def encode_part(records: Sequence[EpisodeRecord]) -> bytes:
-    """Records as the bytes of a part file, as :func:`~rehearsal_env.records.write_part` writes them."""
-    table = pa.Table.from_pylist([to_row(r) for r in records], schema=SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return bytes(sink.getvalue().to_pybytes())
