@@ -163,3 +163,19 @@ def test_step_after_the_end_is_an_error(tiny_world) -> None:
     env.step(act("finish", message="m"))
     with pytest.raises(RuntimeError, match="reset"):
         env.step(act("finish", message="m"))
+
+
+def test_a_tool_that_crashes_makes_the_episode_not_scored_not_a_crash(tiny_world) -> None:
+    import dataclasses
+
+    def broken(ctx: object, account_id: int) -> None:
+        raise KeyError("a bug in the world's code")
+
+    tools = tuple(dataclasses.replace(t, fn=broken) if t.name == "get_account" else t for t in tiny_world.tools)
+    env = RehearsalEnv("pay-ann", dataclasses.replace(tiny_world, tools=tools))
+    env.reset()
+    obs, reward, terminated, truncated, info = env.step(act("get_account", account_id=1))
+    verdict = info["verdict"]
+    assert terminated and verdict.outcome.value == "not_scored" and verdict.ending.value == "error"
+    assert "get_account" in (verdict.reason or "") and "KeyError" in (verdict.reason or "")
+    assert json.loads(obs)["tool_result"]["status"] == "error" and reward == 0.0

@@ -12,7 +12,8 @@ directly. Per action, in order:
    hit by a scenario fault: refused, or carried out with an unknown outcome);
    ``retry_operation`` re-sends a journaled operation instead (:mod:`._journal`);
 4. the tool runs in one committed transaction; an application refusal is status
-   ``error``; a database failure ends the episode *not scored*;
+   ``error``; a database failure, or a tool that raises anything else (a bug in the
+   world's code), ends the episode *not scored* with the reason;
 5. ``finish``/``give_up`` end the episode, the turn limit truncates it; then
    the checks decide the verdict and the run metrics are taken.
 
@@ -120,6 +121,10 @@ class Episode:
             result = {"status": "rejected", "error": str(exc)}
         except DatabaseError as exc:
             self._end(Ending.ERROR, not_scored=f"the environment failed: {exc}")
+            result = {"status": "error", "error": "the environment failed; this episode is not scored"}
+        except Exception as exc:  # a bug in a tool or the world's code: the environment failed, not the agent
+            self._end(Ending.ERROR, not_scored=f"the environment failed: tool {name!r} raised "
+                                               f"{type(exc).__name__}: {exc}")
             result = {"status": "error", "error": "the environment failed; this episode is not scored"}
         if ending is not None:
             self._end(ending)
