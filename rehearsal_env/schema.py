@@ -9,6 +9,7 @@ differences.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,7 +45,7 @@ class Table:
     def primary_key(self) -> str:
         return self.columns[0].name
 
-    @property
+    @functools.cached_property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 

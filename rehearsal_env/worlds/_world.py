@@ -105,7 +105,7 @@ class World:
 
     def scenario(self, scenario_id: str) -> Scenario:
         """One scenario by id, with a did-you-mean error."""
-        by_id = {s.id: s for s in self.scenarios()}
+        by_id = _scenarios_by_id(self)
         if scenario_id not in by_id:
             raise KeyError(_unknown("scenario", scenario_id, by_id, f"world {self.name!r}"))
         return by_id[scenario_id]
@@ -167,3 +167,8 @@ def _fingerprint(gen: RowsBySeed, seed: int, anchor: date) -> str:
 @functools.lru_cache(maxsize=16)
 def _scenarios(world: World) -> tuple[Scenario, ...]:
     return tuple(world.generate_scenarios(world))
+
+
+@functools.lru_cache(maxsize=16)
+def _scenarios_by_id(world: World) -> dict[str, Scenario]:
+    return {s.id: s for s in _scenarios(world)}
