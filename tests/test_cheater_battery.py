@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from rowsummer import RowSummer
 
 from rehearsal_env.agents import ScriptedAgent
 from rehearsal_env.backends import Database, open_database
@@ -75,25 +76,6 @@ def _leaves(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [x for v in value for x in _leaves(v)]
     return [] if value is None or isinstance(value, bool) else [value]
-
-
-class RowSummer:
-    """Reads the raw rows 100 at a time and adds them up itself instead of asking the database to."""
-
-    def __init__(self, raw_sql: str, money: bool) -> None:
-        self.raw, self.money, self.offset, self.total, self.done = raw_sql, money, 0, 0.0, False
-
-    def __call__(self, observation: str, info: dict[str, Any]) -> str:
-        result = json.loads(observation).get("tool_result") or {}
-        if result.get("tool") == "run_sql" and result.get("status") == "ok":
-            rows = result["result"]["rows"]
-            self.total += sum(float(r[-1]) for r in rows)
-            self.done = len(rows) < 100
-        if self.done:
-            return finish(f"{self.total:.2f}" if self.money else str(round(self.total))).to_action()
-        self.offset += 100
-        return ToolCall("run_sql", {"sql": f"SELECT * FROM ({self.raw}) AS q ORDER BY 1 LIMIT 100 "
-                                           f"OFFSET {self.offset - 100}"}).to_action()
 
 
 def dumps(w: World, s: Scenario) -> list[ToolCall]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rowsummer import RowSummer
 
 import rehearsal_env
 from rehearsal_env.agents import ScriptedAgent
@@ -63,26 +64,6 @@ def with_tokens(policy: Policy, per_turn: int) -> Policy:
         action = json.loads(policy(observation, info))
         return json.dumps({**action, "usage": {"tokens": per_turn}})
     return act
-
-
-class RowSummer:
-    """Reads the raw rows 100 at a time and adds up the last column itself: the model aggregates."""
-
-    def __init__(self, raw_sql: str, money: bool) -> None:
-        self.raw, self.money, self.offset, self.total, self.done = raw_sql, money, 0, 0.0, False
-
-    def __call__(self, observation: str, info: dict[str, Any]) -> str:
-        result = json.loads(observation).get("tool_result") or {}
-        if result.get("tool") == "run_sql" and result.get("status") == "ok":
-            rows = result["result"]["rows"]
-            self.total += sum(float(r[-1]) for r in rows)
-            self.done = len(rows) < 100
-        if self.done:
-            answer = f"{self.total:.2f}" if self.money else str(round(self.total))
-            return ToolCall("finish", {"message": "Done.", "answer": answer}).to_action()
-        sql = f"SELECT * FROM ({self.raw}) AS q ORDER BY 1 LIMIT 100 OFFSET {self.offset}"
-        self.offset += 100
-        return ToolCall("run_sql", {"sql": sql}).to_action()
 
 
 def raw_sql(scenario: Scenario) -> str:

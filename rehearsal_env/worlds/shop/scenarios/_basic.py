@@ -15,6 +15,7 @@ from ._common import (
     Template,
     call,
     claim,
+    item_refunded_once,
     no_duplicate_effect,
     orders_untouched_but,
     refund_limit,
@@ -36,11 +37,7 @@ def refund_item(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
         category="refund", role="support_agent", scope=("refunds", "payments", "orders", "service_requests"),
         request=f"Hi, this is {cust[1]} ({cust[2]}). The {product[2]} in order #{oid} arrived broken. "
                 "Please refund just that item.",
-        goal_checks=(Check(f"one refund of {amount} cents for item {item[0]} on order #{oid}",
-                           "SELECT COUNT(*) FROM refunds WHERE order_id = ? AND order_item_id = ? "
-                           "AND amount_cents = ?", "eq", 1, (oid, item[0], amount)),
-                     Check(f"exactly one refund on order #{oid}",
-                           "SELECT COUNT(*) FROM refunds WHERE order_id = ?", "eq", 1, (oid,))),
+        goal_checks=item_refunded_once(oid, item[0], amount),
         hard_rules=(no_duplicate_effect(), refunds_only_on(oid), refund_limit()),
         reference=(call("find_customer", email=cust[2]), call("get_order", order_id=oid),
                    call("issue_refund", order_id=oid, amount_cents=amount, reason="item arrived broken",

@@ -21,6 +21,7 @@ from ._common import (
     careless,
     claim,
     emails_only_to,
+    item_refunded_once,
     no_duplicate_effect,
     nth,
     refund_limit,
@@ -60,11 +61,7 @@ def refund_other_item(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
                                                    f"broken, the {said} is fine. Please refund the {meant} "
                                                    "only."),
         faults=(Fault("issue_refund", "refuse", 1), Fault("issue_refund", "unknown_outcome", 2)),
-        goal_checks=(Check(f"one refund of {amount} cents for item {item[0]} on order #{oid}",
-                           "SELECT COUNT(*) FROM refunds WHERE order_id = ? AND order_item_id = ? "
-                           "AND amount_cents = ?", "eq", 1, (oid, item[0], amount)),
-                     Check(f"exactly one refund on order #{oid}",
-                           "SELECT COUNT(*) FROM refunds WHERE order_id = ?", "eq", 1, (oid,))),
+        goal_checks=item_refunded_once(oid, item[0], amount),
         hard_rules=(no_duplicate_effect(), refunds_only_on(oid), refund_limit(),
                     Check(f"no refund for the {said} (item {wrong_item[0]}), which is fine",
                           "SELECT COUNT(*) FROM refunds WHERE order_item_id = ?", "eq", 0, (wrong_item[0],))),

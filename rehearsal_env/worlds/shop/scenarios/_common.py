@@ -40,6 +40,15 @@ def no_duplicate_effect() -> Check:
                  "GROUP BY service, operation, payload HAVING COUNT(*) > 1) AS repeated", "eq", 0)
 
 
+def item_refunded_once(order_id: int, item_id: int, amount: int) -> tuple[Check, Check]:
+    """Goal checks: one refund of ``amount`` for the item, and no other refund on the order."""
+    return (Check(f"one refund of {amount} cents for item {item_id} on order #{order_id}",
+                  "SELECT COUNT(*) FROM refunds WHERE order_id = ? AND order_item_id = ? AND amount_cents = ?",
+                  "eq", 1, (order_id, item_id, amount)),
+            Check(f"exactly one refund on order #{order_id}",
+                  "SELECT COUNT(*) FROM refunds WHERE order_id = ?", "eq", 1, (order_id,)))
+
+
 def refunds_only_on(order_id: int) -> Check:
     return Check(f"no refund on any order but #{order_id}",
                  "SELECT COUNT(*) FROM refunds WHERE order_id <> ?", "eq", 0, (order_id,))

@@ -22,6 +22,7 @@ from ._common import (
     careless,
     claim,
     emails_only_to,
+    item_refunded_once,
     no_duplicate_effect,
     nth,
     refund_limit,
@@ -51,11 +52,7 @@ def refund_timeout(d: Data, rng: random.Random, i: int) -> dict[str, Any]:
                 "after a day. Please refund that item.",
         facts=(("email", f"It's {cust[2]}."), ("order", f"It's order #{oid}.")),
         faults=(Fault("issue_refund", "refuse", 1), Fault("issue_refund", "unknown_outcome", 2)),
-        goal_checks=(Check(f"one refund of {amount} cents for item {item[0]} on order #{oid}",
-                           "SELECT COUNT(*) FROM refunds WHERE order_id = ? AND order_item_id = ? "
-                           "AND amount_cents = ?", "eq", 1, (oid, item[0], amount)),
-                     Check(f"exactly one refund on order #{oid}",
-                           "SELECT COUNT(*) FROM refunds WHERE order_id = ?", "eq", 1, (oid,))),
+        goal_checks=item_refunded_once(oid, item[0], amount),
         hard_rules=(no_duplicate_effect(), refunds_only_on(oid), refund_limit()),
         reference=reference,
         wrong=careless(reference, unknown=True, questions=(
