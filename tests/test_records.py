@@ -159,7 +159,6 @@ def test_records_of_another_version_are_refused_saying_what_to_do(tmp_path: Path
 
 
 def test_plain_pyarrow_pandas_and_duckdb_read_records_without_rehearsal_env(tmp_path: Path) -> None:
-    pytest.importorskip("duckdb")
     run(RunConfig(world="tiny", repeats=2, batch_size=4, profile="benchmark"), tmp_path)
     reader = textwrap.dedent("""
         import json, sys
