@@ -293,3 +293,16 @@ def test_progress_draws_on_a_terminal_only(serial_run: Path) -> None:
     shown = terminal.getvalue()
     assert f"{len(records) + 5}/{len(records) + 5} episodes" in shown and f"ok {len(records)}" in shown
     assert shown.endswith("\n") and "/s" in shown
+
+
+def test_ray_workers_on_postgres_record_what_a_serial_sqlite_run_records(tmp_path: Path, local_ray: None,
+                                                                         serial_run: Path, postgres_dsn: str) -> None:
+    """Each Ray worker gets its own database on the server; verdicts and end states match SQLite's."""
+    cfg = config(backend="postgres", backend_options={"dsn": postgres_dsn})
+    run_on_ray(cfg, tmp_path, workers=2, progress=False)
+    on_postgres = comparable(read_records(tmp_path))
+    on_sqlite = comparable(read_records(serial_run))
+    for row in (*on_postgres, *on_sqlite):
+        row.pop("backend")
+        row["provenance"].pop("run_id", None)
+    assert on_postgres == on_sqlite
