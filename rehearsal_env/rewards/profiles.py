@@ -14,7 +14,8 @@ A profile file ``configs/profiles/<name>.toml`` holds::
 if a measured gate component is below its floor the reward is 0; otherwise it
 is the weighted mean of the measured weighted components (unmeasured ones are
 left out and the remaining weights renormalized). The directory is
-``$REHEARSAL_PROFILES_DIR`` when set, else the repository's ``configs/profiles``.
+``$REHEARSAL_PROFILES_DIR`` when set, else the package's ``configs/profiles`` (``configs/`` at the
+repository root links to it).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from typing import Any
 
 from .components import COMPONENTS, EXTERNAL_MODE, Components
 
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "configs" / "profiles"
-"""Where the built-in profiles live (overridden by ``$REHEARSAL_PROFILES_DIR``)."""
+PROFILES_DIR = Path(__file__).resolve().parents[1] / "configs" / "profiles"
+"""Where the built-in profiles live: shipped inside the package (``configs/`` at the repository root
+links here), overridden by ``$REHEARSAL_PROFILES_DIR``."""
 _KEYS = {"name", "reward_version", "description", "gates", "weights"}
 
 

@@ -15,12 +15,11 @@ import functools
 import hashlib
 import inspect
 import json
-import os
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..rewards.profiles import profiles_dir
 from ..scenarios import scenario_dict
 from ..tools import BUILTIN_TOOLS, Tool, retry_operation
 
@@ -32,8 +31,6 @@ CONTENT_FORMAT = 1
 VERSION_PREFIX = "wv_"
 ID_HEX_CHARS = 16
 """Hex characters of the SHA-256 kept in the id (64 bits)."""
-PROFILES_ENV = "REHEARSAL_PROFILES_DIR"
-"""Environment variable naming the reward profiles folder (default: the repository's configs/profiles)."""
 
 
 def canonical_json(value: Any) -> str:
@@ -43,14 +40,6 @@ def canonical_json(value: Any) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def profiles_dir() -> Path:
-    """Where reward profiles live: ``$REHEARSAL_PROFILES_DIR``, else the repository's ``configs/profiles``."""
-    configured = os.environ.get(PROFILES_ENV)
-    if configured:
-        return Path(configured)
-    return Path(__file__).resolve().parents[2] / "configs" / "profiles"
 
 
 def profile_hashes() -> dict[str, str]:
