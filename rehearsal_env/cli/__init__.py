@@ -29,6 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
+    except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
+        sys.stderr.close()
+        return 0
     except (KeyError, ValueError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"rehearsal: error: {message}", file=sys.stderr)
