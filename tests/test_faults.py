@@ -282,3 +282,18 @@ def test_rehearsal_run_with_the_repeat_write_agent_prints_duplicate_effects(
     with_timeouts = sum(s.offers_retry for s in rehearsal_env.load_world("shop").scenarios())
     assert shown == summary["duplicate_effects"] == summary["episodes"] == with_timeouts > 0
     assert summary["verified"] == 0 and summary["recovered"] == 0 and summary["faults_injected"] > 0
+
+
+def test_a_retry_that_would_carry_out_the_first_write_is_held_when_the_change_arrives(tiny_world) -> None:
+    scenario = dataclasses.replace(tiny_world.scenario("pay-unknown"),
+                                   change=RequestChange("turn", "Sorry, make that 7.00.", turn=2))
+    env = RehearsalEnv(scenario, tiny_world)
+    env.reset()
+    before = digest(env.db)
+    obs = json.loads(env.step(json.dumps({"tool": "pay_out", "args": {"account_id": 1, "amount_cents": 500}}))[0])
+    assert obs["tool_result"]["retryable"] is True  # the stress layer: not sent
+    op = obs["tool_result"]["operation_id"]
+    obs = json.loads(env.step(json.dumps({"tool": "retry_operation", "args": {"operation_id": op}}))[0])
+    assert obs["tool_result"]["error"] == HELD_MESSAGE
+    assert obs["messages"] == ["Sorry, make that 7.00."]
+    assert digest(env.db) == before

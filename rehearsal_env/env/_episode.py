@@ -189,6 +189,8 @@ class Episode:
         if tool.name == "ask_customer":
             self._n.contacts += 1
         if tool.name == RETRY_TOOL:
+            if self._would_send(args["operation_id"]) and self.events.holds(self.turn):
+                return {"status": "error", "error": HELD_MESSAGE}, "held"
             return self._retry(tool, args), None
         if tool.kind == "read":
             return self._run(tool, args, self._next_op()), None
@@ -216,6 +218,13 @@ class Episode:
             return {"status": "unknown", "operation_id": op, "error": UNKNOWN_MESSAGE}, "unknown_outcome"
         self.events.after_write(self.turn, applied=applied, seen_ok=applied)
         return result, None
+
+    def _would_send(self, operation_id: str) -> bool:
+        """Whether retrying ``operation_id`` would carry it out now (it never reached the application)."""
+        try:
+            return self.journal.get(operation_id).state == "not_sent"
+        except ToolFailed:
+            return False
 
     def _retry(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         result = self._run(tool, args, self._next_op())

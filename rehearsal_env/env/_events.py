@@ -27,7 +27,8 @@ applies decides; nothing after it is consulted or consumed):
 4. Otherwise the write is carried out.
 
 ``retry_operation`` is not a new write: it meets none of these gates (see
-:mod:`._journal`).
+:mod:`._journal`), except that a retry which would carry an operation out for
+the first time is held like any write when the change arrives in the same step.
 
 **After a write** (:meth:`Events.after_write`):
 
@@ -116,7 +117,7 @@ class Events:
         change = self._scenario.change
         if change and change.when == "before_first_write" and not self.change_arrived:
             self._deliver_change(turn)
-        if self._change_turn == turn and not self._applied:
+        if self.holds(turn):
             return WriteDecision.HOLD
         if self._stress_refusal_due:
             self._stress_refusal_due = False
@@ -126,6 +127,11 @@ class Events:
             if fault.tool == tool and fault.call == self._calls[tool]:
                 return WriteDecision.REFUSE if fault.kind == "refuse" else WriteDecision.UNKNOWN
         return WriteDecision.EXECUTE
+
+    def holds(self, turn: int) -> bool:
+        """Whether a write carried out at ``turn`` would be held: the change arrived with this step and
+        nothing was carried out yet (gate 1; a ``before_first_write`` change arrives in :meth:`before_write`)."""
+        return self._change_turn == turn and not self._applied
 
     def after_write(self, turn: int, *, applied: bool, seen_ok: bool) -> None:
         """A write step finished: ``applied`` by the application now, ``seen_ok`` by the agent."""

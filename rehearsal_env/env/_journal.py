@@ -19,8 +19,10 @@ never reach a service twice as two requests.
     ``refuse`` fault): it is sent now, once, under its original id, and becomes
     ``applied`` or ``refused``; later retries return that.
 
-A retry is not a new write: it is never held, stress-refused or faulted, and
-it does not count as a call of the tool for fault numbering.
+A retry is not a new write: it is never stress-refused or faulted, and it does
+not count as a call of the tool for fault numbering. A retry of a ``not_sent``
+operation is held, like a first write, when the customer's change of request
+arrives in the same step (see :mod:`._events`).
 """
 
 from __future__ import annotations
