@@ -9,6 +9,7 @@ schema an agent reads and the validation an action gets cannot drift apart.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -81,6 +82,10 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The integers every database backend stores."""
+
+
 def _check_value(tool: str, name: str, value: Any, schema: Mapping[str, Any]) -> None:
     expected = schema["type"]
     ok = isinstance(value, _JSON_TYPES[expected])
@@ -99,6 +104,11 @@ def _check_value(tool: str, name: str, value: Any, schema: Mapping[str, Any]) ->
             _check_value(tool, f"{name}[]", item, schema["items"])
     if expected == "string" and len(value) > 4000:
         raise ToolInputError(f"{tool}: argument {name!r} is longer than 4000 characters")
+    if expected == "integer" and not INT64_MIN <= value <= INT64_MAX:
+        raise ToolInputError(f"{tool}: argument {name!r} must fit in 64 bits ({INT64_MIN} to {INT64_MAX}), "
+                             f"got {value}")
+    if expected == "number" and not math.isfinite(value):
+        raise ToolInputError(f"{tool}: argument {name!r} must be a finite number, got {value!r}")
 
 
 def _json_schema(annotation: Any) -> dict[str, Any]:
