@@ -46,6 +46,7 @@ def test_schema_is_openai_function_format() -> None:
     ({"order_id": "7", "mode": "a", "tags": []}, "'order_id' must be integer, got str"),
     ({"order_id": True, "mode": "a", "tags": []}, "must be integer, got bool"),
     ({"order_id": 2**63, "mode": "a", "tags": []}, "must fit in 64 bits"),
+    ({"order_id": 1, "mode": "a", "tags": ["a\x00b"]}, "NUL character"),
     ({"order_id": 1, "mode": "c", "tags": []}, "must be one of"),
     ({"order_id": 1, "mode": "a", "tags": [1]}, "tags\\[\\]"),
     ({"order_id": 1, "mode": "a", "tags": [], "extra": 1}, "unknown argument"),

@@ -12,6 +12,7 @@ callers (:mod:`.postgres`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +25,20 @@ from ._pgcluster import CHECK_ROLE
 from ._pgsql import plain
 
 _SAVEPOINT = "rehearsal_read"
+
+
+class _RaisedPipelineError(logging.Filter):
+    """Drops psycopg's "error ignored terminating <Pipeline>" warning: when a statement in our pipeline
+    fails, psycopg raises that statement's error (handled by the callers) and also logs the pipeline's
+    abort on the way out, which would print noise on every agent query that fails."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "error ignored terminating %r: %s" and args
+                    and isinstance(args[0], psycopg.Pipeline))
+
+
+logging.getLogger("psycopg").addFilter(_RaisedPipelineError())
 
 
 def read_as_checker(

@@ -104,6 +104,8 @@ def _check_value(tool: str, name: str, value: Any, schema: Mapping[str, Any]) ->
             _check_value(tool, f"{name}[]", item, schema["items"])
     if expected == "string" and len(value) > 4000:
         raise ToolInputError(f"{tool}: argument {name!r} is longer than 4000 characters")
+    if expected == "string" and "\x00" in value:
+        raise ToolInputError(f"{tool}: argument {name!r} contains a NUL character (\\u0000); send text without it")
     if expected == "integer" and not INT64_MIN <= value <= INT64_MAX:
         raise ToolInputError(f"{tool}: argument {name!r} must fit in 64 bits ({INT64_MIN} to {INT64_MAX}), "
                              f"got {value}")
