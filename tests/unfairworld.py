@@ -12,32 +12,18 @@ import uuid
 from datetime import date
 from typing import Any
 
+from tinyworld import ACCOUNTS, TRANSFERS, get_account
+
 from rehearsal_env.checks import Check
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
 from rehearsal_env.schema import Table, col
 from rehearsal_env.tools import ToolContext, ToolFailed, tool
 from rehearsal_env.worlds import Policy, Role, World
 
-ACCOUNTS = Table("accounts", (col("id", "int"), col("owner"), col("balance_cents", "int")))
-TRANSFERS = Table("transfers", (col("id", "int"), col("account_id", "int", ref="accounts.id"),
-                                col("amount_cents", "int"), col("created_at")))
 VISITS = Table("visits", (col("id", "int"), col("account_id", "int"), col("token")))
 
 SERVICE = {"up": True}
 """The payout service behind ``pay_out_gated``: tests switch it off to break a published scenario."""
-
-
-@tool("read")
-def get_account(ctx: ToolContext, account_id: int) -> dict[str, Any]:
-    """Read an account.
-
-    Args:
-        account_id: The account's id.
-    """
-    rows = ctx.db.query("SELECT id, owner, balance_cents FROM accounts WHERE id = ?", (account_id,))
-    if not rows:
-        raise ToolFailed(f"no account #{account_id}")
-    return {"account_id": rows[0][0], "owner": rows[0][1], "balance_cents": rows[0][2]}
 
 
 def _pay(ctx: ToolContext, account_id: int, amount_cents: int) -> dict[str, Any]:
