@@ -1,6 +1,17 @@
 """Verdicts: outcomes, endings, run metrics, and how checks decide them."""
 
+from ._cause import NotScoredCause, NotScoredError
 from ._judge import judge, run_check
 from ._verdict import Ending, EpisodeMetrics, Outcome, Verdict, decide
 
-__all__ = ["Ending", "EpisodeMetrics", "Outcome", "Verdict", "decide", "judge", "run_check"]
+__all__ = [
+    "Ending",
+    "EpisodeMetrics",
+    "NotScoredCause",
+    "NotScoredError",
+    "Outcome",
+    "Verdict",
+    "decide",
+    "judge",
+    "run_check",
+]
