@@ -18,13 +18,12 @@ Quick use::
     obs, reward, terminated, truncated, info = env.step('{"tool": "get_order", "args": {"order_id": 1}}')
 """
 
+from ._version import __version__
 from .checks import Check, CheckResult
 from .env import RehearsalEnv, make, register_envs
 from .scenarios import Scenario
 from .verdict import Ending, Outcome, Verdict
 from .worlds import World, load_world, world_names
-
-__version__ = "0.1.0"
 
 register_envs()
 

@@ -316,8 +316,7 @@ def test_the_env_reward_is_the_profile_reward(analytics: World) -> None:
 def test_components_recomputed_from_stored_records_match(tmp_path: Path) -> None:
     """A run's Parquet records alone (no database) give back every stored component."""
     from rehearsal_env.cli import main
-    from rehearsal_env.records import read_records
-    from rehearsal_env.rewards import inputs_from_record
+    from rehearsal_env.records import inputs_from_record, read_records
 
     shop = load_world("shop")
     picks = [s.id for s in shop.scenarios("dev")][::6]

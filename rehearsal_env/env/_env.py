@@ -19,6 +19,7 @@ from gymnasium import spaces
 from ..backends import Database, DatabaseError, digest, open_database
 from ..clock import ENV, freeze_time_source, frozen_world
 from ..provenance import Provenance, provenance_of
+from ..rewards import evaluate, load_profile
 from ..scenarios import Scenario
 from ..verdict import Verdict
 from ..worlds import World, load_world
@@ -79,8 +80,6 @@ class RehearsalEnv(gym.Env[str, str]):
         self.backend = backend
         self.stress = stress
         if profile is not None:
-            from ..rewards import load_profile
-
             load_profile(profile)  # an unknown profile fails here, naming the known ones
         self.profile = profile
         self.render_mode = render_mode
@@ -141,8 +140,6 @@ class RehearsalEnv(gym.Env[str, str]):
         """
         if self.profile is None:
             return verdict.outcome_reward or 0.0
-        from ..rewards import evaluate
-
         result = evaluate(self.profile, self.episode, verdict)
         info["reward_detail"] = result.to_dict()
         return 0.0 if result.reward is None else result.reward

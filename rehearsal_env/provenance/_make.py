@@ -1,7 +1,7 @@
 """Building the provenance blob of a world under a reward profile and a clock.
 
 The dataset hashes are the same part hashes the world version id is made of
-(:func:`rehearsal_env.versions.content_hashes`), so ``dataset.catalog_hash``
+(:func:`rehearsal_env.identity.content_hashes`), so ``dataset.catalog_hash``
 and ``wv_...`` can never disagree about what the schema was.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .._version import __version__
 from ..clock import WORLD_ANCHOR
+from ..identity import content_hashes, world_content, world_version
+from ..rewards import load_profile
+from ..worlds import World
 from ._blob import PROVENANCE_FORMAT, Build, Capabilities, Dataset, Provenance, Suite
 from ._catalog import catalog_problems
-
-if TYPE_CHECKING:
-    from ..worlds import World
 
 OUTCOME_PROFILE = "outcome"
 """The profile name of the plain outcome reward (1 verified, 0 not achieved, -1 rule violated)."""
@@ -48,8 +48,6 @@ def reward_contract(profile: str | None) -> tuple[str, str]:
     """
     if profile is None or profile == OUTCOME_PROFILE:
         return OUTCOME_PROFILE, OUTCOME_REWARD_VERSION
-    from ..rewards import load_profile
-
     return profile, load_profile(profile).reward_version
 
 
@@ -68,9 +66,6 @@ def provenance_of(world: World, profile: str | None = None,
 
 @functools.lru_cache(maxsize=64)
 def _provenance(world: World, profile: str, reward_version: str, source: str | None) -> Provenance:
-    from .. import __version__
-    from ..versions import content_hashes, world_content, world_version  # versions imports the env
-
     hashes = content_hashes(world_content(world))
     problems = catalog_problems(world)
 

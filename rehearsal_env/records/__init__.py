@@ -6,6 +6,7 @@ The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
 """
 
 from ._capture import as_json, not_played_record, record_episode
+from ._inputs import inputs_from_record
 from ._parquet import (
     EPISODES_DIR,
     SCHEMA,
@@ -52,6 +53,7 @@ __all__ = [
     "describe",
     "encode_part",
     "from_row",
+    "inputs_from_record",
     "next_part",
     "not_played_record",
     "part_files",

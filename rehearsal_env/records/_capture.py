@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends import changes as database_changes
+from ..checks import Check, CheckResult
+from ..env import Episode
 from ..provenance import OUTCOME_PROFILE, Provenance
 from ..rewards import Components, TurnInput, apply_profile, compute_components, inputs_for, load_profile
+from ..scenarios import Scenario
+from ..services import service_log
+from ..verdict import Verdict
 from ._record import (
     RECORD_VERSION,
     CheckRecord,
@@ -17,12 +22,6 @@ from ._record import (
     ServiceRequest,
     Turn,
 )
-
-if TYPE_CHECKING:
-    from ..checks import Check, CheckResult
-    from ..env import Episode
-    from ..scenarios import Scenario
-    from ..verdict import Verdict
 
 
 def as_json(value: Any) -> str:
@@ -67,13 +66,11 @@ def _changes(episode: Episode) -> tuple[RowChange, ...]:
 
 
 def _service_requests(episode: Episode) -> tuple[ServiceRequest, ...]:
-    from ..services import service_log
-
     return tuple(ServiceRequest(**{k: str(v) for k, v in r.items()}) for r in service_log(episode.db))
 
 
 def _components(episode: Episode, verdict: Verdict, changes: tuple[RowChange, ...]) -> Components:
-    """The reward components from what the record stores: the same inputs ``rewards.inputs_from_record``
+    """The reward components from what the record stores: the same inputs :func:`inputs_from_record`
     rebuilds from Parquet (and the same values ``rewards.components_of`` reads from the live database)."""
     m = verdict.metrics
     inputs = inputs_for(

@@ -18,12 +18,10 @@ Quick use::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..verdict import Outcome
+from ..verdict import Outcome, Verdict
 from .components import COMPONENTS, EXTERNAL_MODE, Components, compute_components
 from .grounding import MAX_RESULT_VALUES, METHODS, runtime_grounding
-from .inputs import ComponentInputs, TurnInput, inputs_for, inputs_from_episode, inputs_from_record
+from .inputs import ComponentInputs, FinishedEpisode, TurnInput, inputs_for, inputs_from_episode
 from .profiles import (
     Profile,
     ProfileError,
@@ -35,19 +33,15 @@ from .profiles import (
     profiles_dir,
 )
 
-if TYPE_CHECKING:
-    from ..env import Episode
-    from ..verdict import Verdict
 
-
-def components_of(episode: Episode, verdict: Verdict) -> Components:
+def components_of(episode: FinishedEpisode, verdict: Verdict) -> Components:
     """The reward components of a finished episode (all unmeasured when it was not scored)."""
     if verdict.outcome is Outcome.NOT_SCORED:
         return Components.unmeasured()
     return compute_components(inputs_from_episode(episode, verdict))
 
 
-def evaluate(profile_name: str, episode: Episode, verdict: Verdict) -> RewardResult:
+def evaluate(profile_name: str, episode: FinishedEpisode, verdict: Verdict) -> RewardResult:
     """The episode's reward under ``profile_name``, with its components, gates and caveats.
 
     Raises:
@@ -60,7 +54,7 @@ def evaluate(profile_name: str, episode: Episode, verdict: Verdict) -> RewardRes
     return apply_profile(profile, components_of(episode, verdict))
 
 
-def score(profile_name: str, episode: Episode, verdict: Verdict) -> float | None:
+def score(profile_name: str, episode: FinishedEpisode, verdict: Verdict) -> float | None:
     """The scalar reward under ``profile_name`` (None: not scored). The env's ``reward()`` calls this."""
     return evaluate(profile_name, episode, verdict).reward
 
@@ -72,6 +66,7 @@ __all__ = [
     "METHODS",
     "ComponentInputs",
     "Components",
+    "FinishedEpisode",
     "Profile",
     "ProfileError",
     "RewardResult",
@@ -83,7 +78,6 @@ __all__ = [
     "evaluate",
     "inputs_for",
     "inputs_from_episode",
-    "inputs_from_record",
     "load_profile",
     "profile_names",
     "profiles_dir",

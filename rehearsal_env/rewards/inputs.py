@@ -4,28 +4,26 @@
 actions, scope, budgets), the trace, the check results, the run metrics and
 the rows changed against the snapshot. :func:`inputs_from_episode` builds it
 from a finished episode (reading the database changes once, and only when a
-write was carried out); :func:`inputs_from_record` rebuilds the same inputs
-from a stored episode record, so an episode's components can be recomputed
-from Parquet without its database.
+write was carried out); ``rehearsal_env.records.inputs_from_record`` rebuilds
+the same inputs from a stored episode record, so an episode's components can
+be recomputed from Parquet without its database.
+
+Rewards sit below the env and the records that call them: a finished episode is
+read through the small :class:`FinishedEpisode` protocol, never by importing the env.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import date
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
-from ..backends import changes
-from ..tools import BUILTIN_TOOLS, retry_operation
-
-if TYPE_CHECKING:
-    from ..env import Episode
-    from ..records import EpisodeRecord
-    from ..scenarios import Scenario
-    from ..verdict import Verdict
-    from ..worlds import World
+from ..backends import Database, changes
+from ..scenarios import Scenario
+from ..tools import BUILTIN_TOOLS, Tool, retry_operation
+from ..verdict import Verdict
+from ..worlds import World
 
 FRAMEWORK_TABLES = ("final_answers", "service_requests")
 """Tables the framework writes (``finish``, outside-service emulators): never judged as out of scope."""
@@ -121,8 +119,6 @@ class ComponentInputs:
     """(table, ``inserted``/``updated``/``deleted``, primary key) of every row changed against the snapshot."""
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
     @classmethod
@@ -135,6 +131,34 @@ class ComponentInputs:
                      "write_tools", "goal_passed", "rules_passed"):
             fields[name] = tuple(raw[name])
         return cls(**fields)
+
+
+class TracedTurn(Protocol):
+    """One turn of a finished episode, as rewards read it."""
+
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def observation(self) -> str: ...
+
+
+class FinishedEpisode(Protocol):
+    """What the rewards read of a finished episode (``rehearsal_env.env.Episode`` is one)."""
+
+    @property
+    def world(self) -> World: ...
+    @property
+    def scenario(self) -> Scenario: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+    @property
+    def trace(self) -> Sequence[TracedTurn]: ...
 
 
 def inputs_for(
@@ -162,7 +186,7 @@ def inputs_for(
     )
 
 
-def inputs_from_episode(episode: Episode, verdict: Verdict) -> ComponentInputs:
+def inputs_from_episode(episode: FinishedEpisode, verdict: Verdict) -> ComponentInputs:
     """Inputs of a finished episode; its database is read only if a write was carried out."""
     trace = tuple(TurnInput(t.tool, t.action, t.status, t.observation) for t in episode.trace)
     writes = {t.name for t in episode.tools.values() if t.kind == "write"}
@@ -178,25 +202,4 @@ def inputs_from_episode(episode: Episode, verdict: Verdict) -> ComponentInputs:
         rules_passed=[c.passed for c in verdict.checks if c.kind == "hard_rule"],
         duplicate_effects=m.duplicate_effects, turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
         trace=trace, changed=changed,
-    )
-
-
-def inputs_from_record(record: EpisodeRecord, world: World | None = None) -> ComponentInputs:
-    """Inputs rebuilt from a stored episode record alone (its world's scenario supplies the scoring facts).
-
-    The world is loaded by name and moved to the record's data anchor when it was frozen at another day.
-    """
-    from ..worlds import load_world
-
-    world = world or load_world(record.world)
-    anchor = record.provenance.dataset.data_anchor
-    if anchor and anchor != world.data_anchor.isoformat():
-        world = world.with_anchor(date.fromisoformat(anchor))
-    return inputs_for(
-        world, world.scenario(record.scenario), outcome=record.outcome,
-        goal_passed=[c.passed for c in record.checks if c.kind == "goal"],
-        rules_passed=[c.passed for c in record.checks if c.kind == "hard_rule"],
-        duplicate_effects=record.duplicate_effects, turns=record.turns, tool_calls=record.tool_calls,
-        tokens=record.tokens, trace=[TurnInput(t.tool, t.action, t.status, t.observation) for t in record.trace],
-        changed=[(c.table, c.change, json.loads(c.key)) for c in record.changes],
     )

@@ -8,8 +8,8 @@ every scenario (:mod:`._validate`), measures the reset and isolation facts
 ``render_markdown`` make the world page.
 """
 
+from ..identity import content_hashes, version_id_of, world_content, world_version
 from ._build import BuildResult, RecheckResult, build_and_publish, build_version, recheck, withdraw_by_hand
-from ._content import content_hashes, version_id_of, world_content, world_version
 from ._manifest import (
     CHECK_LABELS,
     VALIDATOR_VERSION,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..backends import digest, open_database
-from ._content import content_hashes, version_id_of, world_content
+from ..identity import content_hashes, version_id_of, world_content
 from ._isolation import clock_fact, network_fact, reset_fact
 from ._manifest import VALIDATOR_VERSION, Manifest, ScenarioValidation, Withdrawal, WorldVersion
 from ._store import load_manifest, log_build, publish, withdraw

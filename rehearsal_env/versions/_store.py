@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._content import canonical_json, content_hashes, version_id_of, world_version
+from ..identity import canonical_json, content_hashes, version_id_of, world_version
 from ._manifest import Manifest, Withdrawal, WorldVersion
 
 if TYPE_CHECKING:

@@ -17,14 +17,12 @@ import inspect
 import json
 import sys
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..rewards.profiles import profiles_dir
+from ..rewards import profiles_dir
 from ..scenarios import scenario_dict
 from ..tools import BUILTIN_TOOLS, Tool, retry_operation
-
-if TYPE_CHECKING:
-    from ..worlds import World
+from ..worlds import World
 
 CONTENT_FORMAT = 1
 """Version of the content layout below; bumping it changes every id."""
@@ -112,7 +110,7 @@ def world_version(world: World) -> str:
 
     The hash covers one SHA-256 per part (schema, seed manifest, tools, tool code,
     roles, policies, scenarios, profiles, ...). Whether that version was built and
-    published is another matter: see :func:`rehearsal_env.versions.load_version`.
+    published is another matter: see :mod:`rehearsal_env.versions`.
     """
     hashes = {**_world_part_hashes(world), "profiles": sha256_text(canonical_json(profile_hashes()))}
     return version_id_of(dict(sorted(hashes.items())))
