@@ -83,7 +83,7 @@ def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, t
     import rehearsal_env.backends.sqlite as sqlite
     import rehearsal_env.env as env
     import rehearsal_env.rescore._rebuild as rescore_rebuild
-    import rehearsal_env.runner._serial as serial
+    import rehearsal_env.runner._play as serial
     import rehearsal_env.tools as tools
 
     def unavailable(*args: object, **kwargs: object) -> None:

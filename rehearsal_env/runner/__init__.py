@@ -4,24 +4,23 @@ Serially in this process (:func:`run`) or over Ray actors (:func:`run_on_ray`),
 with the same records; ``run.json`` in the run directory lets either resume.
 """
 
+from ._plan import AgentFactory, EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
+from ._play import EpisodeResult, play, run_batch, run_episode
 from ._pool import MAX_TRIES, Played, RayPool
 from ._progress import Progress
 from ._ray import run_on_ray
 from ._resume import RUN_FILE, Batch, RunState, load_config, load_plan, start_run
-from ._serial import (
-    AgentFactory,
-    EpisodeResult,
-    EpisodeSpec,
-    RunConfig,
-    batches,
-    plan,
-    play,
-    run,
-    run_batch,
-    run_episode,
+from ._serial import run
+from ._summary import (
+    METRICS,
+    OUTCOMES,
+    SummaryRow,
+    format_table,
+    summarize,
+    summary_row,
+    summary_rows,
     write_summary,
 )
-from ._summary import METRICS, OUTCOMES, SummaryRow, format_table, summarize, summary_row, summary_rows
 from ._worker import EpisodeWorker
 
 __all__ = [
@@ -54,5 +53,7 @@ __all__ = [
     "summarize",
     "summary_row",
     "summary_rows",
+    "world_for",
+    "write_provenance",
     "write_summary",
 ]

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import EpisodeRecord, encode_part
+from ._plan import AgentFactory, EpisodeSpec, RunConfig, world_for
 from ._resume import Batch
-from ._serial import AgentFactory, EpisodeSpec, RunConfig, world_for
 from ._summary import SummaryRow, summary_row
 from ._worker import EpisodeWorker, lost_record
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ..records import EPISODES_DIR, EpisodeRecord, write_bytes_atomic, write_part
+from ._plan import AgentFactory, RunConfig
 from ._pool import Played, RayPool
 from ._progress import Progress
 from ._resume import Batch, finish_run, start_run
-from ._serial import AgentFactory, RunConfig
 from ._summary import SummaryRow
 
 WRITERS = 4

@@ -18,8 +18,8 @@ from typing import Any
 
 from ..records import EPISODES_DIR
 from ..worlds import World
-from ._serial import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance, write_summary
-from ._summary import SummaryRow, summary_rows
+from ._plan import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
+from ._summary import SummaryRow, summary_rows, write_summary
 
 RUN_FILE = "run.json"
 RUN_FILE_VERSION = 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -10,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..records import RECORD_VERSION, VERSION_KEY, part_files
+from ._plan import RunConfig, write_provenance
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 METRICS = ("false_completions", "duplicate_effects", "recovered", "unnecessary_interruptions",
@@ -104,6 +107,15 @@ def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
     out["rejected_attempts"] = sum(r.rejected_attempts for r in records)
     out["faults_injected"] = sum(r.faults_injected for r in records)
     return out
+
+
+def write_summary(config: RunConfig, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:
+    """Write ``summary.json`` (and ``provenance.json``) for ``records`` of the run ``config``; return the summary."""
+    summary = summarize(records)
+    summary["config"] = {k: v for k, v in asdict(config).items() if k != "backend_options"}
+    write_provenance(config, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
 
 
 def format_table(summary: dict[str, Any]) -> str:

@@ -14,7 +14,8 @@ from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
 from ..records import EpisodeRecord, not_played_record
 from ..worlds import World
-from ._serial import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, play, run_provenance, world_for
+from ._plan import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, run_provenance, world_for
+from ._play import play
 
 
 class EpisodeWorker:
@@ -23,7 +24,7 @@ class EpisodeWorker:
     Args:
         config: The run's configuration.
         agent_factory: Makes a fresh policy per episode (None: the built-in agent ``config.agent``).
-        world: The run's world (:func:`~._serial.world_for` of ``config`` when None).
+        world: The run's world (:func:`~._plan.world_for` of ``config`` when None).
         database: An open database of the world to use and not close (opened here when None).
     """
 

@@ -1,0 +1,131 @@
+"""The run plan every runner shares: what to run, which episodes, in which batches, and its provenance.
+
+The serial loop (:mod:`._serial`), the worker (:mod:`._worker`), resume
+(:mod:`._resume`) and the Ray pool (:mod:`._pool`) all read the plan from here;
+nothing here plays an episode.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..agents import Policy
+from ..clock import RUN_CONFIG, freeze_time_source, frozen_world, parse_day
+from ..provenance import Provenance, provenance_of
+from ..records import write_bytes_atomic
+from ..scenarios import Scenario
+from ..versions import scenarios_not_in_use
+from ..worlds import World, load_world
+
+AgentFactory = Callable[[Scenario], Policy]
+"""Makes a fresh policy for one episode of a scenario."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What to run."""
+
+    world: str
+    """The world's name."""
+    agent: str = "reference"
+    """A built-in agent (``reference``, ``null``, ``wrong:<name>``) or a label for a user agent."""
+    split: str | None = None
+    """Only scenarios of this split (None: all)."""
+    scenarios: tuple[str, ...] = ()
+    """Only these scenario ids (empty: all of the split)."""
+    repeats: int = 1
+    """Episodes per scenario."""
+    seed: int = 0
+    """Base seed; repeat ``k`` resets with ``seed + k``."""
+    backend: str = "sqlite"
+    """sqlite or postgres."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend options (PostgreSQL: ``dsn``)."""
+    stress: bool = True
+    """Whether the stress layer is on."""
+    profile: str | None = None
+    """Reward profile (None: the outcome reward)."""
+    batch_size: int = 32
+    """Episodes per batch (one part file each)."""
+    run_id: str = field(default_factory=lambda: f"run_{uuid.uuid4().hex[:12]}")
+    """The run's id."""
+    agent_version: str | None = None
+    """The agent's version (None: ``builtin-<package version>`` for a built-in agent, else ``unversioned``)."""
+    freeze_time: str | None = None
+    """Pin the clock and the day the data is seeded for to this ISO date (None: the world's data_anchor)."""
+    freeze_time_source: str = RUN_CONFIG
+    """Who pinned the clock when ``freeze_time`` is set (``rehearsal run`` passes ``--freeze-time``)."""
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to play."""
+
+    scenario: str
+    """Scenario id."""
+    repeat: int
+    """Repeat index."""
+    seed: int
+    """Reset seed."""
+
+
+def plan(config: RunConfig, world: World) -> list[EpisodeSpec]:
+    """Every episode of the run, in a stable order (scenario, then repeat)."""
+    chosen = [s for s in world.scenarios(config.split)  # type: ignore[arg-type]
+              if not config.scenarios or s.id in config.scenarios]
+    not_in_use = scenarios_not_in_use(world)  # kept out of, or withdrawn from, the published world version
+    for s in chosen:
+        if config.scenarios and s.id in not_in_use:
+            raise ValueError(f"scenario {s.id!r} is not in use: {not_in_use[s.id]}; choose another")
+    chosen = [s for s in chosen if s.id not in not_in_use]
+    if not chosen:
+        raise ValueError(f"no scenarios of world {world.name!r} match split={config.split!r} "
+                         f"scenarios={list(config.scenarios)}; see `rehearsal world show {world.name}`")
+    if config.agent.startswith("wrong:"):
+        chosen = [s for s in chosen if any(w.name == config.agent for w in s.wrong)]
+        if not chosen:
+            raise ValueError(f"no chosen scenario has the wrong solution {config.agent!r}")
+    return [EpisodeSpec(s.id, k, config.seed + k) for s in chosen for k in range(config.repeats)]
+
+
+def batches(specs: Sequence[EpisodeSpec], size: int) -> Iterator[list[EpisodeSpec]]:
+    """``specs`` in consecutive batches of ``size`` (the last may be shorter); batch ``i`` is part ``i``."""
+    for start in range(0, len(specs), size):
+        yield list(specs[start:start + size])
+
+
+def world_for(config: RunConfig) -> World:
+    """The run's world, its clock frozen at ``config.freeze_time`` when set (workers load it with this)."""
+    return frozen_world(load_world(config.world), config.freeze_time)
+
+
+def run_provenance(config: RunConfig, world: World) -> Provenance:
+    """The run's provenance blob (cached); ``world`` must be :func:`world_for` of ``config``."""
+    if config.freeze_time is not None and world.data_anchor != parse_day(config.freeze_time):
+        raise ValueError(f"the run freezes time at {config.freeze_time}, but got world {world.name!r} anchored at "
+                         f"{world.data_anchor}; load the world with runner.world_for(config)")
+    source = freeze_time_source(config.freeze_time, config.freeze_time_source)
+    return provenance_of(world, config.profile, source)
+
+
+def write_provenance(config: RunConfig, out: Path, world: World | None = None) -> Path:
+    """Write ``provenance.json`` into the run directory, atomically; return its path."""
+    blob = run_provenance(config, world or world_for(config)).to_dict()
+    path = Path(out) / "provenance.json"
+    write_bytes_atomic(path, (json.dumps(blob, indent=2, sort_keys=True) + "\n").encode())
+    return path
+
+
+def agent_version_of(config: RunConfig) -> str:
+    """``config.agent_version``, else ``builtin-<package version>`` for a built-in agent, else ``unversioned``."""
+    if config.agent_version is not None:
+        return config.agent_version
+    if config.agent in ("reference", "null") or config.agent.startswith("wrong:"):
+        return f"builtin-{__version__}"
+    return "unversioned"
