@@ -151,7 +151,8 @@ def test_every_part_has_a_floor() -> None:
     placed = {p for floor in FLOORS for p in floor}
     parts = {_part(_module_name(p)) for p in PACKAGE.rglob("*.py")}
     missing = sorted(parts - placed)
-    assert not missing, f"parts with no floor: {missing}; add each to FLOORS in {Path(__file__).name} where it sits in the data flow"
+    assert not missing, (f"parts with no floor: {missing}; add each to FLOORS in {Path(__file__).name} "
+                         "where it sits in the data flow")
 
 
 def test_imports_point_down() -> None:
