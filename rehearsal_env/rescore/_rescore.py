@@ -18,6 +18,8 @@ from typing import Any
 
 from ..provenance import OUTCOME_PROFILE, provenance_from_dict, reward_contract
 from ..records import EPISODES_DIR, EpisodeRecord, read_records, write_bytes_atomic, write_part
+from ..rewards import Components, apply_profile, load_profile
+from ..runner import summarize
 from ._rebuild import Recheck, recheck, world_of
 
 REPORT_FILE = "rescore.json"
@@ -38,8 +40,6 @@ def reward_under(record: EpisodeRecord, profile: str) -> float | None:
         raise ValueError(f"episode {record.scenario} #{record.repeat} has no stored reward components, so profile "
                          f"{profile!r} cannot be applied to it; rescore under 'outcome', or rerun with a build "
                          "that records reward components")
-    from ..rewards import Components, apply_profile, load_profile
-
     components = Components.from_values({c.name: c.value for c in record.reward_components})
     return apply_profile(load_profile(profile), components).reward
 
@@ -161,8 +161,6 @@ def rescore_run(run_dir: str | Path, profile: str, out: str | Path | None = None
 
 def _write(target: Path, records: Sequence[EpisodeRecord], provenance: dict[str, Any],
            report: RescoreReport) -> None:
-    from ..runner._summary import summarize
-
     (target / EPISODES_DIR).mkdir(parents=True, exist_ok=True)
     for old in (target / EPISODES_DIR).glob("part-*.parquet"):
         old.unlink()
