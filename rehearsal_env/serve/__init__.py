@@ -1,0 +1,51 @@
+"""``rehearsal serve``: the envs over HTTP for agents in any language and trainers on other machines.
+
+:func:`create_app` builds the FastAPI app for a :class:`ServeConfig`; :class:`ServerThread` runs it
+in a thread (tests, notebooks); :func:`run_server` runs it under uvicorn (``--workers N``).
+Sessions live in a :class:`SessionTable`; keys (:class:`KeyStore`) carry a :class:`Scope`.
+"""
+
+from ._app import CONFIG_ENV, ServeConfig, app_from_environment, create_app
+from ._keys import HOME_ENV, SCOPES, ApiKey, KeyStore, Scope, default_keys_path
+from ._recorder import SERVE_FILE, Recorder, RunDir
+from ._server import ServerThread, run_server
+from ._sessions import (
+    AtCapacity,
+    EnvironmentFailed,
+    Forbidden,
+    NotFound,
+    Principal,
+    Session,
+    SessionError,
+    SessionTable,
+    StepConflict,
+    verdict_view,
+)
+
+__all__ = [
+    "CONFIG_ENV",
+    "HOME_ENV",
+    "SCOPES",
+    "SERVE_FILE",
+    "ApiKey",
+    "AtCapacity",
+    "EnvironmentFailed",
+    "Forbidden",
+    "KeyStore",
+    "NotFound",
+    "Principal",
+    "Recorder",
+    "RunDir",
+    "Scope",
+    "ServeConfig",
+    "ServerThread",
+    "Session",
+    "SessionError",
+    "SessionTable",
+    "StepConflict",
+    "app_from_environment",
+    "create_app",
+    "default_keys_path",
+    "run_server",
+    "verdict_view",
+]

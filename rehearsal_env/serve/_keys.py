@@ -1,0 +1,137 @@
+"""API keys: created once, shown once, stored only as a SHA-256 digest, each with one scope.
+
+A key is ``rk_<id>_<secret>``; the keys file (JSON, written atomically under a file lock)
+holds its id, scope, label, creation time and the digest of the whole key, never the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from filelock import FileLock
+
+HOME_ENV = "REHEARSAL_HOME"
+"""Where rehearsal keeps its state (default ``~/.rehearsal``); the keys file is ``keys.json`` in it."""
+PREFIX = "rk_"
+
+
+class Scope(StrEnum):
+    """What a key may do."""
+
+    EVALUATE = "evaluate"
+    """Play episodes and read the outcome of its own episodes' verdicts."""
+    BUILD_AND_EVALUATE = "build-and-evaluate"
+    """Also read scenarios' checks and reference solutions (never a holdout scenario's) and other
+    keys' episodes with their check results."""
+
+
+SCOPES = tuple(s.value for s in Scope)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One stored key (its secret is not kept)."""
+
+    id: str
+    """The key's public id (``rk_<id>_...``); the episodes a key starts are owned by this id."""
+    scope: Scope
+    """What the key may do."""
+    name: str
+    """A label given at creation."""
+    created: str
+    """When it was created (ISO 8601, UTC)."""
+    digest: str
+    """SHA-256 of the whole key, hex."""
+
+
+def default_keys_path() -> Path:
+    """``$REHEARSAL_HOME/keys.json``, else ``~/.rehearsal/keys.json``."""
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".rehearsal") / "keys.json"
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class KeyStore:
+    """The keys file: create, list, revoke and authenticate keys."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_keys_path()
+        self._lock = FileLock(str(self.path) + ".lock")
+        self._cache: tuple[int, dict[str, ApiKey]] | None = None
+
+    def _read(self) -> list[ApiKey]:
+        if not self.path.exists():
+            return []
+        try:
+            data = json.loads(self.path.read_text())
+            return [ApiKey(k["id"], Scope(k["scope"]), k["name"], k["created"], k["digest"]) for k in data["keys"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{self.path}: expected a keys file written by `rehearsal keys create` "
+                             f"({{\"keys\": [...]}}); it cannot be read ({exc}). Move it away and create "
+                             f"new keys") from exc
+
+    def _write(self, keys: list[ApiKey]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        body = {"keys": [{**asdict(k), "scope": k.scope.value} for k in keys]}
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(body, indent=2) + "\n")
+        os.replace(tmp, self.path)
+
+    def create(self, scope: str | Scope, name: str = "") -> tuple[ApiKey, str]:
+        """A new key of ``scope``: (its stored entry, the key itself, which is shown only now)."""
+        try:
+            scope = Scope(scope)
+        except ValueError:
+            raise ValueError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}") from None
+        key_id = secrets.token_hex(4)
+        secret = f"{PREFIX}{key_id}_{secrets.token_urlsafe(24)}"
+        entry = ApiKey(key_id, scope, name, datetime.now(UTC).isoformat(timespec="seconds"), _digest(secret))
+        with self._lock:
+            keys = self._read()
+            self._write([*keys, entry])
+        return entry, secret
+
+    def keys(self) -> list[ApiKey]:
+        """Every stored key."""
+        with self._lock:
+            return self._read()
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Remove the key with this id; return it.
+
+        Raises:
+            KeyError: no key has this id (naming the ids there are).
+        """
+        with self._lock:
+            keys = self._read()
+            found = [k for k in keys if k.id == key_id]
+            if not found:
+                raise KeyError(f"no key with id {key_id!r} in {self.path}; "
+                               f"ids: {', '.join(k.id for k in keys) or '(none)'}")
+            self._write([k for k in keys if k.id != key_id])
+        return found[0]
+
+    def authenticate(self, key: str) -> ApiKey | None:
+        """The stored key that ``key`` is, or None (the file is re-read when it changes, so a revocation
+        applies to the next request)."""
+        try:
+            stamp = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        if self._cache is None or self._cache[0] != stamp:
+            self._cache = (stamp, {k.digest: k for k in self.keys()})
+        digest = _digest(key)
+        entry = self._cache[1].get(digest)
+        return entry if entry is not None and hmac.compare_digest(entry.digest, digest) else None

@@ -1,0 +1,143 @@
+"""Recording served episodes exactly like ``rehearsal run`` does: Parquet parts in a run directory.
+
+A served run directory holds one world under one reward profile (``OUT/<world>-<profile>``, the
+profile ``outcome`` for the outcome reward), because ``provenance.json`` names one world and one
+scoring contract: ``measure.py``, ``rehearsal eval rescore`` and ``rehearsal readiness`` read it
+unchanged. Parts, ``summary.json`` and the repeat counters are written under a file lock, so
+several server processes (``--workers N``) can share a directory. An episode's ``repeat`` is
+its index among the recorded episodes of the same agent, agent version and scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from filelock import FileLock
+
+from ..provenance import OUTCOME_PROFILE, Provenance
+from ..records import EpisodeRecord, part_files, write_bytes_atomic, write_part
+from ..records import next_part as first_free_part
+from ..runner import SummaryRow, summarize
+
+SERVE_FILE = "serve.json"
+"""A served run directory's identity: run id, world, profile, backend."""
+_REPEATS = ".serve-repeats.json"
+_LOCK = ".serve.lock"
+
+
+def _write_json(path: Path, body: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One served run directory."""
+
+    path: Path
+    """The directory."""
+    run_id: str
+    """The run id on its records."""
+    provenance: Provenance
+    """What every record in it is stamped with."""
+
+
+class Recorder:
+    """Buffers finished episodes' records and writes them as parts (every ``flush_every``, and on flush)."""
+
+    def __init__(self, out: str | Path, *, backend: str, stress: bool, flush_every: int = 32) -> None:
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be at least 1, got {flush_every}")
+        self.out = Path(out)
+        self.backend, self.stress, self.flush_every = backend, stress, flush_every
+        self._dirs: dict[tuple[str, str], RunDir] = {}
+        self._pending: dict[Path, list[EpisodeRecord]] = {}
+        self._lock = threading.Lock()
+
+    def run_dir(self, world: str, provenance: Provenance) -> RunDir:
+        """The run directory for episodes of ``world`` under ``provenance`` (created on first use).
+
+        A directory already holding another provenance (another world version or contract) is
+        left alone; the next free ``-N`` suffix is used instead.
+        """
+        key = (world, provenance.reward_profile)
+        with self._lock:
+            if key in self._dirs:
+                return self._dirs[key]
+            blob = provenance.to_dict()
+            base = f"{world}-{provenance.reward_profile or OUTCOME_PROFILE}"
+            for n in range(1, 10_000):
+                path = self.out / (base if n == 1 else f"{base}-{n}")
+                path.mkdir(parents=True, exist_ok=True)
+                with FileLock(str(path / _LOCK)):
+                    ident, prov = path / SERVE_FILE, path / "provenance.json"
+                    if not ident.exists():
+                        _write_json(prov, blob)
+                        _write_json(ident, {"run_id": f"serve_{uuid.uuid4().hex[:12]}", "world": world,
+                                            "profile": provenance.reward_profile, "backend": self.backend,
+                                            "stress": self.stress})
+                    elif not prov.exists() or json.loads(prov.read_text()) != blob:
+                        continue
+                    run_id = json.loads(ident.read_text())["run_id"]
+                self._dirs[key] = RunDir(path, run_id, provenance)
+                return self._dirs[key]
+        raise RuntimeError(f"no free run directory for {base} under {self.out}")  # pragma: no cover
+
+    def add(self, run_dir: RunDir, record: EpisodeRecord) -> None:
+        """Buffer a finished episode's record (written within ``flush_every`` records or at the next flush)."""
+        with self._lock:
+            pending = self._pending.setdefault(run_dir.path, [])
+            pending.append(record)
+            full = len(pending) >= self.flush_every
+        if full:
+            self.flush()
+
+    def flush(self) -> list[Path]:
+        """Write every buffered record now; return the parts written."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return [self._write(path, records) for path, records in pending.items() if records]
+
+    def _write(self, path: Path, records: list[EpisodeRecord]) -> Path:
+        with FileLock(str(path / _LOCK)):
+            counters = self._counters(path)
+            numbered = []
+            for r in records:
+                key = "\x1f".join((r.agent, r.agent_version, r.scenario))
+                numbered.append(replace(r, repeat=counters.get(key, 0)))
+                counters[key] = counters.get(key, 0) + 1
+            part = write_part(path, numbered, first_free_part(path))
+            _write_json(path / _REPEATS, counters)
+            self._write_summary(path)
+        return part
+
+    @staticmethod
+    def _counters(path: Path) -> dict[str, int]:
+        """The next repeat per agent, version and scenario (rebuilt from the records when the file is gone)."""
+        file = path / _REPEATS
+        if file.exists():
+            return dict(json.loads(file.read_text()))
+        counters: dict[str, int] = {}
+        try:
+            files = part_files(path)
+        except FileNotFoundError:
+            return counters
+        for f in files:
+            table = pq.read_table(f, columns=["agent", "agent_version", "scenario", "repeat"])
+            for row in table.to_pylist():
+                key = "\x1f".join((row["agent"], row["agent_version"], row["scenario"]))
+                counters[key] = max(counters.get(key, 0), row["repeat"] + 1)
+        return counters
+
+    @staticmethod
+    def _write_summary(path: Path) -> None:
+        rows = [SummaryRow(**row) for f in part_files(path)
+                for row in pq.read_table(f, columns=list(SummaryRow._fields)).to_pylist()]
+        summary = summarize(rows)
+        summary["config"] = {**json.loads((path / SERVE_FILE).read_text()), "served": True}
+        _write_json(path / "summary.json", summary)

@@ -1,0 +1,78 @@
+"""Running the app under uvicorn: in this process, as ``--workers N`` processes, or in a thread (tests).
+
+With several workers every process holds its own sessions: a client must send every request
+of an episode to the process that started it (one connection kept alive does; a proxy can
+route on the episode id). The socket is bound before serving, so port 0 works and the real
+port is known (and printed) at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from uvicorn.supervisors import Multiprocess
+
+from ._app import CONFIG_ENV, ServeConfig, create_app
+
+
+class ServerThread:
+    """A uvicorn server for ``app`` on ``host`` (port 0: a free one) in a daemon thread; a context manager.
+
+    ``url`` is set once it listens. Leaving the context stops it (the app's shutdown runs: live
+    sessions are recorded and databases closed).
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
+        self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", **options)
+        self.server = uvicorn.Server(self.config)
+        self._sock = self.config.bind_socket()
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.url = f"http://{host}:{self.port}"
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
+                                        name=f"uvicorn:{self.port}")
+
+    def start(self, timeout: float = 30.0) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server on {self.url} did not start within {timeout:g} s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
+               log_level: str = "warning", on_listen: Any = None) -> None:
+    """Serve ``config`` until interrupted; ``on_listen(url)`` is called once the socket is bound."""
+    if workers < 1:
+        raise ValueError(f"expected --workers >= 1, got {workers}")
+    os.environ[CONFIG_ENV] = config.to_json()
+    if workers == 1:
+        uv = uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level,
+                            timeout_graceful_shutdown=10)
+    else:
+        uv = uvicorn.Config("rehearsal_env.serve:app_from_environment", factory=True, host=host, port=port,
+                            workers=workers, log_level=log_level, timeout_graceful_shutdown=10)
+    sock = uv.bind_socket()
+    bound = sock.getsockname()[1]
+    if on_listen is not None:
+        on_listen(f"http://{host}:{bound}")
+    if workers == 1:
+        uvicorn.Server(uv).run(sockets=[sock])
+    else:
+        Multiprocess(uv, sockets=[sock]).run()
