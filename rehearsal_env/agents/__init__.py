@@ -1,5 +1,51 @@
-"""Agents: a policy is any callable ``(observation, info) -> action``; built-ins play scripts."""
+"""Agents: a policy is any callable ``(observation, info) -> action``.
 
+Built-ins play scripts (``reference``, ``null``, ``wrong:<name>``); the ``openai``
+agent is a model over an OpenAI-compatible API; agent profiles name and version
+what was evaluated. :mod:`rehearsal_env.agents.testing` serves scripted
+completions over the OpenAI protocol for tests.
+"""
+
+from ._openai import AsyncOpenAIAgent, Conversation, ModelAgents, ModelStats, OpenAIAgent
+from ._profile import (
+    DEFAULT_INSTRUCTIONS,
+    PROFILES_ENV,
+    AgentProfile,
+    ProfileStore,
+    Sampling,
+    builtin_profile,
+    is_builtin,
+    load_profile_file,
+    model_profile,
+    parse_profile,
+    resolve_agent,
+)
+from ._provider import Endpoint, ProfileError, ProviderError
 from ._scripted import BUILTIN_AGENTS, NullAgent, Policy, ScriptedAgent, make_agent
 
-__all__ = ["BUILTIN_AGENTS", "NullAgent", "Policy", "ScriptedAgent", "make_agent"]
+__all__ = [
+    "BUILTIN_AGENTS",
+    "DEFAULT_INSTRUCTIONS",
+    "PROFILES_ENV",
+    "AgentProfile",
+    "AsyncOpenAIAgent",
+    "Conversation",
+    "Endpoint",
+    "ModelAgents",
+    "ModelStats",
+    "NullAgent",
+    "OpenAIAgent",
+    "Policy",
+    "ProfileError",
+    "ProfileStore",
+    "ProviderError",
+    "Sampling",
+    "ScriptedAgent",
+    "builtin_profile",
+    "is_builtin",
+    "load_profile_file",
+    "make_agent",
+    "model_profile",
+    "parse_profile",
+    "resolve_agent",
+]

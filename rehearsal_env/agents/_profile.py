@@ -1,0 +1,315 @@
+"""Agent profiles: what was evaluated, named and versioned.
+
+A profile is one version of an agent: its kind (``openai`` for a model behind an
+OpenAI-compatible API, or a built-in scripted agent), its model, its
+instructions and its sampling parameters. It is a small TOML file::
+
+    name = "support-bot"
+    agent = "openai"                 # or reference, null, wrong:<name>
+    model = "gpt-4o-mini"
+    instructions = "Check the order before any refund."
+
+    [sampling]                       # every key optional; left out: the provider's default
+    temperature = 0.0
+    top_p = 1.0
+    seed = 7
+    max_tokens = 512
+
+Registering a profile (:meth:`ProfileStore.register`, ``rehearsal profile add FILE``)
+stores it as ``ROOT/NAME/vN.toml``. The same content again returns the version it
+already has; a changed profile under an existing name becomes the next version.
+Stored versions never change. ``ROOT`` is ``$REHEARSAL_AGENT_PROFILES``, else
+``./agent_profiles`` (like ``world_versions/``).
+
+A reference names a profile: ``NAME`` (its latest version) or ``NAME@vN``. The
+built-in scripted agents (``reference``, ``null``, ``wrong:<name>``) have built-in
+profiles (:func:`builtin_profile`) and are never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+PROFILES_ENV = "REHEARSAL_AGENT_PROFILES"
+DEFAULT_ROOT = "agent_profiles"
+AGENT_KINDS = ("openai", "reference", "null", "wrong:<name>")
+"""What a profile's ``agent`` may be."""
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+_REF = re.compile(r"^(?P<name>.+?)@v(?P<version>[0-9]+)$")
+DEFAULT_INSTRUCTIONS = (
+    "Work through the tools one call at a time. Read before you write, follow the policies, and finish "
+    "with the finish tool (put the answer to a question in its answer argument); use give_up when the "
+    "request cannot be done."
+)
+"""The instructions of an ``openai:MODEL`` agent given without a profile."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampling parameters sent with every model call; None leaves the provider's default."""
+
+    temperature: float | None = None
+    """Sampling temperature, 0 to 2."""
+    top_p: float | None = None
+    """Nucleus sampling mass, in (0, 1]."""
+    seed: int | None = None
+    """The provider's sampling seed (best effort on most providers)."""
+    max_tokens: int | None = None
+    """Most tokens one reply may have; a reply cut off there is a rejected attempt."""
+
+    def request_params(self) -> dict[str, Any]:
+        """The set parameters, as keyword arguments of ``chat.completions.create``."""
+        return {k: v for k, v in self.to_dict().items() if v is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
+                "max_tokens": self.max_tokens}
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """One version of an agent: what a record says was evaluated."""
+
+    name: str
+    """The profile's name (a built-in agent's profile is named after the agent)."""
+    agent: str = "openai"
+    """``openai`` (a model over an OpenAI-compatible API), ``reference``, ``null`` or ``wrong:<name>``."""
+    model: str | None = None
+    """The model name sent to the provider (``openai`` profiles only)."""
+    instructions: str = ""
+    """Added to the system message after the world's policies and the role."""
+    sampling: Sampling = field(default_factory=Sampling)
+    """Sampling parameters of every model call."""
+    version: int | None = None
+    """The registered version (1, 2, ...); None for a built-in or not yet registered profile."""
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 (first 12 hex digits) of what the version covers: everything but the version."""
+        blob = json.dumps(self._content(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """The version as records store it: ``vN``, ``builtin-<package version>`` or ``unregistered-<hash>``."""
+        if self.version is not None:
+            return f"v{self.version}"
+        if is_builtin(self.agent):
+            from .. import __version__
+
+            return f"builtin-{__version__}"
+        return f"unregistered-{self.content_hash}"
+
+    @property
+    def ref(self) -> str:
+        """``NAME@vN`` (or the name alone when unversioned)."""
+        return f"{self.name}@v{self.version}" if self.version is not None else self.name
+
+    def _content(self) -> dict[str, Any]:
+        return {"name": self.name, "agent": self.agent, "model": self.model, "instructions": self.instructions,
+                "sampling": self.sampling.to_dict()}
+
+    def to_toml(self) -> str:
+        """The profile as TOML text (what ``vN.toml`` holds)."""
+        lines = [f"name = {json.dumps(self.name)}", f"agent = {json.dumps(self.agent)}"]
+        if self.model is not None:
+            lines.append(f"model = {json.dumps(self.model)}")
+        lines.append(f"instructions = {json.dumps(self.instructions)}")
+        if self.version is not None:
+            lines.append(f"version = {self.version}")
+        params = self.sampling.request_params()
+        if params:
+            lines += ["", "[sampling]"] + [f"{k} = {json.dumps(v)}" for k, v in params.items()]
+        return "\n".join(lines) + "\n"
+
+
+def is_builtin(agent: str) -> bool:
+    return agent in ("reference", "null") or agent.startswith("wrong:")
+
+
+def builtin_profile(agent: str) -> AgentProfile:
+    """The profile of a built-in scripted agent (``reference``, ``null``, ``wrong:<name>``)."""
+    if not is_builtin(agent):
+        raise KeyError(f"{agent!r} is not a built-in agent; built-in agents are reference, null, wrong:<name>")
+    return AgentProfile(name=agent, agent=agent)
+
+
+def model_profile(model: str) -> AgentProfile:
+    """The unregistered profile of ``--agent openai:MODEL``: that model, default instructions and sampling."""
+    return AgentProfile(name=f"openai:{model}", agent="openai", model=model, instructions=DEFAULT_INSTRUCTIONS)
+
+
+def _fail(source: str, message: str) -> ValueError:
+    return ValueError(f"{source}: {message}")
+
+
+def parse_profile(text: str, source: str = "profile") -> AgentProfile:
+    """A profile from TOML text, checked (unknown keys, types and ranges say what was expected).
+
+    Raises:
+        ValueError: the text is not a valid profile; the message names the key and how to fix it.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _fail(source, f"not valid TOML ({exc})") from None
+    known = {"name", "agent", "model", "instructions", "sampling", "version"}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise _fail(source, f"unknown key(s) {extra}; a profile has {sorted(known - {'version'})}")
+    name = data.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(source, f"expected name = \"...\" (letters, digits, _ . : -; at most 100), got {name!r}")
+    agent = data.get("agent", "openai")
+    if not isinstance(agent, str) or not (agent == "openai" or is_builtin(agent)):
+        raise _fail(source, f"expected agent to be one of {', '.join(AGENT_KINDS)}, got {agent!r}")
+    model = data.get("model")
+    if agent == "openai" and (not isinstance(model, str) or not model):
+        raise _fail(source, f'an openai profile needs model = "MODEL NAME", got {model!r}')
+    if agent != "openai" and model is not None:
+        raise _fail(source, f"a built-in {agent!r} profile has no model; remove model = {model!r}")
+    instructions = data.get("instructions", "")
+    if not isinstance(instructions, str):
+        raise _fail(source, f"expected instructions to be a string, got {type(instructions).__name__}")
+    version = data.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+        raise _fail(source, f"expected version to be a positive integer, got {version!r}")
+    return AgentProfile(name=name, agent=agent, model=model, instructions=instructions,
+                        sampling=_sampling(data.get("sampling", {}), source), version=version)
+
+
+def _sampling(data: Any, source: str) -> Sampling:
+    if not isinstance(data, dict):
+        raise _fail(source, f"expected a [sampling] table, got {type(data).__name__}")
+    known = ("temperature", "top_p", "seed", "max_tokens")
+    extra = sorted(set(data) - set(known))
+    if extra:
+        raise _fail(source, f"unknown [sampling] key(s) {extra}; known: {', '.join(known)}")
+    for key in ("temperature", "top_p"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise _fail(source, f"expected sampling.{key} to be a number, got {value!r}")
+    for key in ("seed", "max_tokens"):
+        value = data.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _fail(source, f"expected sampling.{key} to be an integer, got {value!r}")
+    s = Sampling(**{k: data.get(k) for k in known})
+    if s.temperature is not None and not 0 <= s.temperature <= 2:
+        raise _fail(source, f"expected sampling.temperature in [0, 2], got {s.temperature}")
+    if s.top_p is not None and not 0 < s.top_p <= 1:
+        raise _fail(source, f"expected sampling.top_p in (0, 1], got {s.top_p}")
+    if s.max_tokens is not None and s.max_tokens < 1:
+        raise _fail(source, f"expected sampling.max_tokens >= 1, got {s.max_tokens}")
+    return s
+
+
+def load_profile_file(path: str | Path) -> AgentProfile:
+    """A profile from a TOML file (not registered: its version is what the file says, usually none)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no agent profile file {str(p)!r}; expected a TOML file with name, model, "
+                                "instructions and [sampling]") from None
+    return parse_profile(text, str(p))
+
+
+class ProfileStore:
+    """Registered profiles under ``root``: ``root/NAME/vN.toml``, never rewritten."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root or os.environ.get(PROFILES_ENV) or DEFAULT_ROOT)
+
+    def _dir(self, name: str) -> Path:
+        return self.root / name.replace(":", "_")
+
+    def register(self, profile: AgentProfile) -> tuple[AgentProfile, bool]:
+        """Store ``profile``; return (the stored version, True) or (the existing version, False) when
+        its latest version already has the same content.
+
+        Raises:
+            ValueError: a built-in agent's profile (they are not stored).
+        """
+        if is_builtin(profile.agent) and profile.name == profile.agent:
+            raise ValueError(f"{profile.name!r} is a built-in agent's profile and is not registered; "
+                             "give the profile another name")
+        folder = self._dir(profile.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(folder / ".lock")):
+            versions = self.versions(profile.name)
+            unversioned = replace(profile, version=None)
+            if versions and replace(versions[-1], version=None) == unversioned:
+                return versions[-1], False
+            stored = replace(profile, version=len(versions) + 1)
+            path = folder / f"v{stored.version}.toml"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(stored.to_toml())
+            os.replace(tmp, path)
+            return stored, True
+
+    def versions(self, name: str) -> list[AgentProfile]:
+        """Every stored version of ``name``, oldest first (empty when none)."""
+        folder = self._dir(name)
+        if not folder.is_dir():
+            return []
+        found = []
+        for path in folder.glob("v*.toml"):
+            if re.fullmatch(r"v[0-9]+", path.stem):
+                found.append(parse_profile(path.read_text(), str(path)))
+        return sorted(found, key=lambda p: p.version or 0)
+
+    def names(self) -> list[str]:
+        """The names of every registered profile, sorted."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for folder in self.root.iterdir():
+            versions = self.versions(folder.name) if folder.is_dir() else []
+            if versions:
+                out.append(versions[-1].name)
+        return sorted(out)
+
+    def get(self, ref: str) -> AgentProfile:
+        """The profile a reference names: ``NAME`` (latest version) or ``NAME@vN``.
+
+        Raises:
+            KeyError: no such profile or version, naming what is registered.
+        """
+        match = _REF.match(ref)
+        name, wanted = (match["name"], int(match["version"])) if match else (ref, None)
+        versions = self.versions(name)
+        if not versions:
+            known = ", ".join(self.names()) or "none"
+            raise KeyError(f"no agent profile {name!r} in {self.root}; registered: {known}. "
+                           "Register one with `rehearsal profile add FILE.toml`")
+        if wanted is None:
+            return versions[-1]
+        for p in versions:
+            if p.version == wanted:
+                return p
+        raise KeyError(f"agent profile {name!r} has versions v1..v{len(versions)}, not v{wanted}")
+
+
+def resolve_agent(spec: str, store: ProfileStore | None = None) -> AgentProfile:
+    """The profile an ``--agent`` value names: a built-in agent, ``openai:MODEL`` or a registered ``NAME[@vN]``."""
+    if is_builtin(spec):
+        return builtin_profile(spec)
+    if spec.startswith("openai:"):
+        model = spec.removeprefix("openai:")
+        if not model:
+            raise ValueError("expected --agent openai:MODEL with a model name, got 'openai:'")
+        return model_profile(model)
+    try:
+        return (store or ProfileStore()).get(spec)
+    except KeyError as exc:
+        raise KeyError(f"unknown agent {spec!r}: not a built-in agent (reference, null, wrong:<name>), not "
+                       f"openai:MODEL, and not a registered profile ({exc.args[0]})") from None

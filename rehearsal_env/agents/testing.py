@@ -1,0 +1,294 @@
+"""A scripted model server speaking the OpenAI chat-completions protocol, for tests and demos.
+
+It serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) on 127.0.0.1 over
+real HTTP, so the real ``openai`` SDK talks to it exactly as to a provider. It
+answers each request in one of two ways:
+
+1. **Scripted replies**, per model name, first in first out: :meth:`ModelServer.script`
+   queues :class:`Reply` objects (tool calls, text, a cut-off reply, an HTTP error,
+   a slow reply, a reply without usage).
+2. **The solver**, for a model with no queued reply when the server was given a
+   world: it plays the reference solution of the scenario named in the system
+   message (``scenario ID of world W``, as the ``openai`` agent writes it), one tool
+   call per reply, reacting to held writes, refusals and unknown outcomes exactly as
+   the scripted reference agent does. It is stateless: the conversation so far
+   decides the next call.
+
+A request that matches neither is answered HTTP 400 ("no scripted reply left"), so
+a test that runs out of script fails loudly. Every request body is kept in
+:attr:`ModelServer.requests`.
+
+Example::
+
+    with ModelServer(world="shop") as server:
+        server.script("m", Reply.error(429, retry_after_ms=5), Reply.call("finish", message="Done."))
+        agent = OpenAIAgent(profile, Endpoint(base_url=server.base_url))
+
+From a shell (e.g. for ``rehearsal run --agent openai:scripted --base-url URL``)::
+
+    python -m rehearsal_env.agents.testing --world shop [--port 0] [--delay 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from ..scenarios import Scenario
+from ..worlds import World, load_world
+from ._scripted import ScriptedAgent
+
+_SCENARIO = re.compile(r"scenario (\S+) of world (\S+?),")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer of the server."""
+
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    """(tool name, arguments as raw text) per call, in order."""
+    content: str | None = None
+    """The assistant's text."""
+    finish_reason: str | None = None
+    """``stop``, ``tool_calls`` or ``length`` (None: ``tool_calls`` when there are calls, else ``stop``)."""
+    tokens: int | None = 100
+    """``usage.total_tokens`` (None: the reply carries no usage)."""
+    status: int = 200
+    """HTTP status; another than 200 answers an error body with ``content`` as its message."""
+    delay_s: float = 0.0
+    """Seconds to wait before answering (a reply slower than the client's timeout never arrives)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Extra response headers (e.g. ``retry-after-ms``)."""
+
+    @staticmethod
+    def call(tool: str, /, tokens: int | None = 100, **args: Any) -> Reply:
+        """One well-formed tool call."""
+        return Reply(tool_calls=((tool, json.dumps(args)),), tokens=tokens)
+
+    @staticmethod
+    def calls(*calls: tuple[str, dict[str, Any]], tokens: int | None = 100) -> Reply:
+        """Parallel tool calls in one reply."""
+        return Reply(tool_calls=tuple((name, json.dumps(args)) for name, args in calls), tokens=tokens)
+
+    @staticmethod
+    def raw_call(tool: str, arguments: str, *, finish_reason: str | None = None, tokens: int | None = 100) -> Reply:
+        """A tool call with arguments exactly as given (e.g. not JSON, or cut off)."""
+        return Reply(tool_calls=((tool, arguments),), finish_reason=finish_reason, tokens=tokens)
+
+    @staticmethod
+    def text(content: str, *, finish_reason: str = "stop", tokens: int | None = 100) -> Reply:
+        """Text and no tool call (``finish_reason="length"``: cut off)."""
+        return Reply(content=content, finish_reason=finish_reason, tokens=tokens)
+
+    @staticmethod
+    def error(status: int, message: str = "scripted error", *, retry_after_ms: int | None = None,
+              delay_s: float = 0.0) -> Reply:
+        """An HTTP error answer (429, 500, 404, 400, ...), optionally with ``retry-after-ms``."""
+        headers = (("retry-after-ms", str(retry_after_ms)),) if retry_after_ms is not None else ()
+        return Reply(content=message, status=status, headers=headers, delay_s=delay_s)
+
+    def body(self, model: str, number: int) -> dict[str, Any]:
+        """The JSON body of this reply."""
+        if self.status != 200:
+            kind = {400: "invalid_request_error", 404: "not_found_error", 429: "rate_limit_error"}.get(
+                self.status, "server_error")
+            return {"error": {"message": self.content or "scripted error", "type": kind, "code": None}}
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": f"call_{number}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                for i, (n, a) in enumerate(self.tool_calls)]
+        finish = self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
+        out: dict[str, Any] = {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0,
+                               "model": model, "choices": [{"index": 0, "message": message,
+                                                            "finish_reason": finish, "logprobs": None}]}
+        if self.tokens is not None:
+            prompt = self.tokens * 4 // 5
+            out["usage"] = {"prompt_tokens": prompt, "completion_tokens": self.tokens - prompt,
+                            "total_tokens": self.tokens}
+        return out
+
+
+@dataclass
+class ModelServer:
+    """The scripted OpenAI-protocol server (see the module docstring); a context manager.
+
+    Args:
+        world: A world (or its name) whose scenarios the solver plays (None: scripted replies only).
+        delay_s: Seconds the solver waits before each reply (e.g. 0.2 for the concurrency benchmark).
+        tokens: ``usage.total_tokens`` of each solver reply.
+        port: The port to listen on (0: a free one).
+    """
+
+    world: World | str | None = None
+    delay_s: float = 0.0
+    tokens: int = 100
+    port: int = 0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """Every request body received, in order."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.world, str):
+            self.world = load_world(self.world)
+        self._queues: dict[str, deque[Reply]] = defaultdict(deque)
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control -------------------------------------------------------------------
+    def script(self, model: str, *replies: Reply) -> None:
+        """Queue replies for requests naming ``model``, answered first in first out."""
+        with self._lock:
+            self._queues[model].extend(replies)
+
+    def pending(self, model: str) -> int:
+        """Scripted replies for ``model`` not answered yet."""
+        with self._lock:
+            return len(self._queues[model])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (the server must be started)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not running; call start() or use it as a context manager")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> ModelServer:
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- answering -------------------------------------------------------------------
+    def answer(self, body: dict[str, Any]) -> Reply:
+        """The reply to one request body (scripted, else solved, else a 400)."""
+        with self._lock:
+            self.requests.append(body)
+            model = str(body.get("model"))
+            queue = self._queues.get(model)
+            if queue:
+                return queue.popleft()
+        if self.world is not None:
+            return self._solve(body.get("messages") or [])
+        return Reply.error(400, f"the test server has no scripted reply left for model {model!r}")
+
+    def _solve(self, messages: list[dict[str, Any]]) -> Reply:
+        assert isinstance(self.world, World)
+        scenario = self._scenario(messages)
+        if scenario is None:
+            return Reply.error(400, "the solver found no 'scenario ID of world W' in the system message")
+        agent = ScriptedAgent(scenario.solution("reference"))
+        results = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
+        action = agent(json.dumps({"tool_result": None}), {})
+        for result in results:
+            action = agent(json.dumps({"tool_result": result}), {})
+        call = json.loads(action)
+        reply = Reply.call(call["tool"], tokens=self.tokens, **call["args"])
+        return Reply(tool_calls=reply.tool_calls, tokens=self.tokens, delay_s=self.delay_s)
+
+    def _scenario(self, messages: list[dict[str, Any]]) -> Scenario | None:
+        assert isinstance(self.world, World)
+        system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
+        found = _SCENARIO.search(system)
+        if found is None:
+            return None
+        try:
+            return self.world.scenario(found[1])
+        except KeyError:
+            return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_state: ModelServer
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle stall per reply
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: dict[str, Any], headers: tuple[tuple[str, str], ...] = ()) -> None:
+        data = json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout): nothing to answer
+            pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "test"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send(400, {"error": {"message": "the request body is not JSON", "type": "invalid_request_error"}})
+            return
+        state = self.server_state
+        reply = state.answer(body)
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        self._send(reply.status, reply.body(str(body.get("model")), next(state._numbers)), reply.headers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rehearsal_env.agents.testing",
+                                     description="Serve scripted completions over the OpenAI protocol on 127.0.0.1.")
+    parser.add_argument("--world", help="a world whose scenarios the solver plays (model 'scripted' or any)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: 0, a free one)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each solver reply")
+    args = parser.parse_args(argv)
+    server = ModelServer(world=args.world, delay_s=args.delay, port=args.port).start()
+    print(f"serving {server.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
+__all__ = ["ModelServer", "Reply"]
+
+if __name__ == "__main__":
+    sys.exit(main())
