@@ -25,7 +25,7 @@ class CreateEpisode(BaseModel):
     scenario: str = Field(..., description="Scenario id of the world.", examples=["refund-item-0001"])
     seed: int = Field(0, ge=0, le=2**63 - 1, description="Reset seed (the records' `seed`).")
     profile: str | None = Field(None, description="Reward profile (`benchmark`, `rl`); null: the outcome reward.")
-    agent: AgentInfo = Field(AgentInfo(), description="The agent that plays.")
+    agent: AgentInfo = Field(AgentInfo(name="external", version="unversioned"), description="The agent that plays.")
     request_id: str | None = Field(
         None, max_length=200,
         description="Makes this request idempotent: a retry with the same id returns the same episode "

@@ -1,0 +1,98 @@
+"""``RemoteEnv``: a Gymnasium env whose episodes run on a ``rehearsal serve`` server.
+
+A training loop on another machine uses it exactly like a local env: the same spaces (read
+from the server), the same observations, rewards and endings. ``info["verdict"]`` is the
+verdict as JSON (a dict: outcome, ending, outcome_reward, reward, metrics, and the check
+results where the key may read them) rather than a :class:`~rehearsal_env.verdict.Verdict`.
+``reset()`` ends an unfinished episode first (the server records it as given up); the episode's
+id on the server is ``env.episode_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from ._client import Client
+
+
+class RemoteEnv(gym.Env[str, str]):
+    """One scenario of a world served by ``rehearsal serve``.
+
+    Args:
+        url: The server (or a :class:`Client` to share).
+        scenario: A scenario id of ``world``, or ``"world/scenario"``.
+        world: The world (omit with ``"world/scenario"``).
+        key: An API key (None: a server without keys, loopback only).
+        profile: The reward profile (None: the outcome reward).
+        agent, agent_version: Stamped on every episode's record.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, url: str | Client, scenario: str, world: str | None = None, *, key: str | None = None,
+                 profile: str | None = None, agent: str = "external", agent_version: str = "unversioned",
+                 render_mode: str | None = None) -> None:
+        if world is None:
+            world, sep, scenario = scenario.partition("/")
+            if not sep:
+                raise ValueError(f"expected scenario 'WORLD/SCENARIO' or world=..., got {world!r}")
+        self.client = url if isinstance(url, Client) else Client(url, key)
+        self._owns_client = not isinstance(url, Client)
+        self.world, self.scenario, self.profile = world, scenario, profile
+        self.agent, self.agent_version = agent, agent_version
+        self.render_mode = render_mode
+        server = self.client.health(world, profile)["server"]
+        self.observation_space = self._space(server["observation_space"])
+        self.action_space = self._space(server["action_space"])
+        self.episode_id: str | None = None
+        self._active = False
+        self._step_index = 0
+        self._last: tuple[int, str, str] | None = None
+
+    @staticmethod
+    def _space(spec: dict[str, Any]) -> spaces.Text:
+        return spaces.Text(max_length=int(spec["max_length"]), charset=str(spec["charset"]))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._end()
+        started = self.client.start(self.world, self.scenario, seed=seed or 0, profile=self.profile,
+                                    agent=self.agent, agent_version=self.agent_version)
+        self.episode_id, self._active, self._step_index, self._last = started["episode_id"], True, 0, None
+        info = {k: started[k] for k in ("world", "scenario", "split", "role", "policies", "tools", "caveats")}
+        return str(started["observation"]), info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.episode_id is None:
+            raise RuntimeError("call reset() before step()")
+        result = self.client.step(self.episode_id, action, self._step_index)
+        self._step_index = int(result["step_index"])
+        info: dict[str, Any] = {"turn": result["turn"], "status": result["status"], "caveats": result["caveats"]}
+        if result["verdict"] is not None:
+            self._active = False
+            info["verdict"] = result["verdict"]
+            info["outcome"] = result["verdict"]["outcome"]
+            if result["reward_detail"] is not None:
+                info["reward_detail"] = result["reward_detail"]
+        self._last = (int(result["turn"]), action, str(result["observation"]))
+        return (str(result["observation"]), float(result["reward"]), bool(result["terminated"]),
+                bool(result["truncated"]), info)
+
+    def render(self) -> str | None:
+        if self._last is None:
+            return None
+        turn, action, observation = self._last
+        return f"turn {turn}: {action}\n-> {observation}"
+
+    def _end(self) -> None:
+        if self.episode_id is not None and self._active:
+            self.client.end(self.episode_id)
+        self._active = False
+
+    def close(self) -> None:
+        self._end()
+        if self._owns_client:
+            self.client.close()
