@@ -6,6 +6,7 @@ what was evaluated. :mod:`rehearsal_env.agents.testing` serves scripted
 completions over the OpenAI protocol for tests.
 """
 
+from ._customer import ModelCustomer
 from ._openai import AsyncOpenAIAgent, Conversation, ModelAgents, ModelStats, OpenAIAgent
 from ._profile import (
     DEFAULT_INSTRUCTIONS,
@@ -32,6 +33,7 @@ __all__ = [
     "Conversation",
     "Endpoint",
     "ModelAgents",
+    "ModelCustomer",
     "ModelStats",
     "NullAgent",
     "OpenAIAgent",

@@ -1,0 +1,193 @@
+"""The openai agent over real HTTP: the real SDK against the scripted OpenAI-protocol server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rehearsal_env.agents import (
+    AgentProfile,
+    Endpoint,
+    OpenAIAgent,
+    ProfileError,
+    ProviderError,
+    Sampling,
+)
+from rehearsal_env.agents.testing import ModelServer, Reply
+from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.runner import EpisodeResult, run_episode
+from rehearsal_env.verdict import NotScoredCause, NotScoredError
+from rehearsal_env.worlds import World, load_world
+
+SHOP = "refund-item-0001"
+"""Omar's broken Mini Backpack in order #3294: refund that item."""
+
+
+@pytest.fixture(scope="module")
+def shop() -> World:
+    return load_world("shop")
+
+
+@pytest.fixture(scope="module")
+def server(shop: World) -> Iterator[ModelServer]:
+    with ModelServer(world=shop) as s:
+        yield s
+
+
+FAST = {"timeout_s": 5.0, "max_retries": 2, "backoff_s": 0.01, "max_backoff_s": 0.05}
+
+
+def play(server: ModelServer, world: World, scenario: str, model: str, *, stress: bool = True,
+         sampling: Sampling | None = None, **endpoint: Any) -> tuple[EpisodeResult, OpenAIAgent]:
+    s = world.scenario(scenario)
+    profile = AgentProfile(name="t", model=model, instructions="Be careful.", sampling=sampling or Sampling())
+    agent = OpenAIAgent(profile, Endpoint(base_url=server.base_url, **{**FAST, **endpoint}),
+                        max_customer_contacts=s.max_customer_contacts)
+    env = RehearsalEnv(s, world, stress=stress)
+    try:
+        return run_episode(env, agent), agent
+    finally:
+        env.close()
+
+
+def last_request(server: ModelServer, model: str) -> dict[str, Any]:
+    return [r for r in server.requests if r["model"] == model][-1]
+
+
+def tool_answers(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [json.loads(m["content"]) for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_solves_a_shop_scenario_with_tokens_and_latency(server: ModelServer, shop: World) -> None:
+    result, agent = play(server, shop, SHOP, "solver-shop", sampling=Sampling(temperature=0.0, seed=7, max_tokens=64))
+    assert result.verdict.outcome.value == "verified"
+    assert agent.stats.calls == result.episode.turn  # one call per step: the solver sends one call a reply
+    assert result.verdict.metrics.tokens == agent.stats.tokens == 100 * agent.stats.calls
+    assert agent.stats.latency_ms > 0 and len(agent.stats.latencies_ms) == agent.stats.calls
+    first = [r for r in server.requests if r["model"] == "solver-shop"][0]
+    assert first["temperature"] == 0.0 and first["seed"] == 7 and first["max_tokens"] == 64
+    assert "top_p" not in first  # unset sampling parameters are left to the provider
+    system = first["messages"][0]
+    assert system["role"] == "system" and "Be careful." in system["content"]
+    assert "Refund at most once per request" in system["content"]  # the world's policies
+    assert first["messages"][1] == {"role": "user", "content": shop.scenario(SHOP).request}
+    assert {t["function"]["name"] for t in first["tools"]} >= {"get_order", "issue_refund", "finish"}
+
+
+def test_solves_an_analytics_question(server: ModelServer) -> None:
+    analytics = load_world("analytics")
+    with ModelServer(world=analytics) as s:
+        result, agent = play(s, analytics, "revenue-0002", "solver-analytics")
+    assert result.verdict.outcome.value == "verified"
+    assert result.verdict.metrics.tokens == 100 * agent.stats.calls
+
+
+def test_parallel_calls_run_in_order_and_each_gets_its_answer(server: ModelServer, shop: World) -> None:
+    server.script("parallel",
+                  Reply.calls(("get_order", {"order_id": 3294}), ("find_customer", {"email": "nobody@example.com"}),
+                              tokens=300),
+                  Reply.call("give_up", reason="enough"))
+    result, agent = play(server, shop, SHOP, "parallel")
+    trace = result.episode.trace
+    assert [t.tool for t in trace] == ["get_order", "find_customer", "give_up"]
+    assert json.loads(trace[0].action)["usage"] == {"tokens": 300}
+    assert "usage" not in json.loads(trace[1].action)  # a reply's usage rides on its first action only
+    second = last_request(server, "parallel")["messages"]
+    assistant = next(i for i, m in enumerate(second) if m.get("tool_calls"))
+    ids = [c["id"] for c in second[assistant]["tool_calls"]]
+    answered = [m["tool_call_id"] for m in second[assistant + 1:assistant + 3]]
+    assert answered == ids  # the tool messages follow the calls, in order
+    assert result.verdict.metrics.tokens == 400
+
+
+def test_episode_ending_mid_batch_answers_every_call(server: ModelServer, shop: World) -> None:
+    server.script("mid-batch", Reply.calls(("give_up", {"reason": "stop"}), ("get_order", {"order_id": 3294})))
+    result, agent = play(server, shop, SHOP, "mid-batch")
+    assert [t.tool for t in result.episode.trace] == ["give_up"]
+    transcript = agent.conversation.transcript()
+    calls = [c["id"] for m in transcript if m.get("tool_calls") for c in m["tool_calls"]]
+    answers = {m["tool_call_id"]: json.loads(m["content"]) for m in transcript if m["role"] == "tool"}
+    assert set(answers) == set(calls)
+    assert answers[calls[1]]["status"] == "not_run"
+
+
+@pytest.mark.parametrize(("reply", "problem"), [
+    (Reply.raw_call("get_order", '{"order_id": 32'), "not valid JSON"),
+    (Reply.call("refund_everything", order_id=3294), "no tool 'refund_everything'"),
+    (Reply(tool_calls=(("finish", '{"message": "Done."}'),), finish_reason="length"), "cut off"),
+    (Reply.text("I will refund the Mini Backp", finish_reason="length"), "cut off"),
+    (Reply(content=None), "neither text nor a tool call"),
+])
+def test_malformed_replies_are_rejected_attempts_the_model_sees(server: ModelServer, shop: World, reply: Reply,
+                                                                problem: str) -> None:
+    model = f"malformed-{problem}"
+    server.script(model, reply, Reply.call("give_up", reason="after the rejection"))
+    result, _ = play(server, shop, SHOP, model)
+    first = result.episode.trace[0]
+    assert first.status == "rejected"  # never carried out: a cut-off finish does not end the episode
+    assert result.verdict.metrics.rejected_attempts == 1
+    assert result.verdict.ending.value == "gave_up" and result.verdict.outcome.value == "not_achieved"
+    assert result.verdict.metrics.tokens == 200  # the rejected reply's usage still counts
+    answer = tool_answers(last_request(server, model))[0]
+    assert answer["status"] == "rejected" and problem in json.dumps(answer)
+
+
+def test_rate_limit_then_success_is_retried(server: ModelServer, shop: World) -> None:
+    server.script("limited", Reply.error(429, "slow down", retry_after_ms=5), Reply.error(503, "busy"))
+    result, agent = play(server, shop, SHOP, "limited")  # then the solver answers
+    assert result.verdict.outcome.value == "verified"
+    assert agent.stats.retries == 2
+
+
+@pytest.mark.parametrize("replies", [
+    [Reply(content="late", delay_s=1.0)] * 3,  # slower than the 0.2 s timeout, every try
+    [Reply.error(500, "boom")] * 3,
+    [Reply.error(429, "quota", retry_after_ms=1)] * 3,
+], ids=["timeout", "5xx", "429"])
+def test_provider_failures_end_in_a_provider_error(server: ModelServer, shop: World, replies: list[Reply]) -> None:
+    model = f"failing-{id(replies)}"
+    server.script(model, *replies)
+    with pytest.raises(ProviderError) as caught:
+        play(server, shop, SHOP, model, timeout_s=0.2, max_retries=2)
+    error = caught.value
+    assert isinstance(error, NotScoredError) and error.cause is NotScoredCause.PROVIDER
+    assert error.tries == 3 and "not scored" in str(error)
+
+
+def test_unknown_model_stops_the_run(server: ModelServer, shop: World) -> None:
+    server.script("missing", Reply.error(404, "The model 'missing' does not exist"))
+    with pytest.raises(ProfileError, match="does not exist.*fix the profile's model name"):
+        play(server, shop, SHOP, "missing")
+
+
+def test_context_too_long_is_the_profiles_fault_and_scored(server: ModelServer, shop: World) -> None:
+    server.script("too-long", Reply.call("get_order", order_id=3294),
+                  Reply.error(400, "This model's maximum context length is 4096 tokens"))
+    result, _ = play(server, shop, SHOP, "too-long")
+    assert result.verdict.ending.value == "gave_up" and result.verdict.outcome.value == "not_achieved"
+    reason = json.loads(result.episode.trace[-1].action)["args"]["reason"]
+    assert "maximum context length" in reason and "agent profile's fault" in reason
+
+
+def test_missing_usage_leaves_tokens_unmeasured(server: ModelServer, shop: World) -> None:
+    server.script("no-usage", Reply.call("get_order", tokens=None, order_id=3294),
+                  Reply.call("give_up", tokens=None, reason="done looking"))
+    result, agent = play(server, shop, SHOP, "no-usage")
+    assert result.verdict.metrics.tokens is None  # unknown, not zero: efficiency is unmeasured
+    assert agent.stats.replies_without_usage == 2 and agent.stats.tokens == 0
+
+
+def test_text_goes_to_the_customer_then_finishes(server: ModelServer, shop: World) -> None:
+    server.script("chatty", Reply.text("Which item arrived broken?"), Reply.text("Thanks, all sorted."))
+    result, _ = play(server, shop, SHOP, "chatty")
+    trace = result.episode.trace
+    assert [t.tool for t in trace] == ["ask_customer", "finish"]  # one contact allowed, then the last word
+    assert json.loads(trace[0].action)["args"] == {"question": "Which item arrived broken?"}
+    assert json.loads(trace[1].action)["args"] == {"message": "Thanks, all sorted."}
+    assert result.verdict.ending.value == "done" and result.verdict.metrics.false_completion
+    second = last_request(server, "chatty")["messages"]
+    assert second[-2] == {"role": "assistant", "content": "Which item arrived broken?"}
+    assert second[-1]["role"] == "user"  # the customer's answer comes back as the customer's message
