@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi.testclient import TestClient
 
 import rehearsal_env
