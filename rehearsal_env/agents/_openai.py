@@ -407,9 +407,15 @@ class ModelAgents:
         return OpenAIAgent(self.profile, self.endpoint, client=self._client,
                            max_customer_contacts=scenario.max_customer_contacts)
 
-    def async_agent(self, scenario: Any) -> AsyncOpenAIAgent:
-        """An asynchronous agent for one episode of ``scenario`` (the client belongs to the running loop)."""
-        if self._async_client is None:
-            self._async_client = self.endpoint.async_client()
-        return AsyncOpenAIAgent(self.profile, self.endpoint, client=self._async_client,
+    def async_agent(self, scenario: Any, client: openai.AsyncOpenAI | None = None) -> AsyncOpenAIAgent:
+        """An asynchronous agent for one episode of ``scenario``.
+
+        An async client belongs to the event loop it first ran on: pass one made for the running loop
+        (``endpoint.async_client()``); without one, the factory keeps one for the first loop that asks.
+        """
+        if client is None:
+            if self._async_client is None:
+                self._async_client = self.endpoint.async_client()
+            client = self._async_client
+        return AsyncOpenAIAgent(self.profile, self.endpoint, client=client,
                                 max_customer_contacts=scenario.max_customer_contacts)

@@ -195,3 +195,20 @@ class EpisodeRecord:
     """Why ``service_requests`` or ``changes`` could not be read (then they are empty); null otherwise."""
     provenance: Provenance
     """The run's provenance blob: world, scoring contract, clock and build (see ``provenance.json``)."""
+    model: str | None = None
+    """The model the agent profile names (null: a scripted agent, or a user agent without a profile)."""
+    temperature: float | None = None
+    """The profile's sampling temperature, sent with every model call (null: the provider's default)."""
+    top_p: float | None = None
+    """The profile's nucleus-sampling mass (null: the provider's default)."""
+    sampling_seed: int | None = None
+    """The profile's sampling seed sent to the provider (null: none); not the reset ``seed``."""
+    max_tokens: int | None = None
+    """The most tokens one model reply may have; a reply cut off there is a rejected attempt (null: the
+    provider's default)."""
+    model_calls: int | None = None
+    """Completed calls to the agent's model in this episode (null: the agent is not a model)."""
+    model_latency_ms: float | None = None
+    """Wall time of those calls, retries and their waits included, in milliseconds (null: not a model)."""
+    customer_model: str | None = None
+    """The model that played the customer (null: the scripted customer)."""

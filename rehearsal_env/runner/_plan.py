@@ -61,6 +61,21 @@ class RunConfig:
     """Pin the clock and the day the data is seeded for to this ISO date (None: the world's data_anchor)."""
     freeze_time_source: str = RUN_CONFIG
     """Who pinned the clock when ``freeze_time`` is set (``rehearsal run`` passes ``--freeze-time``)."""
+    agent_profile: str | None = None
+    """The agent profile as TOML when the agent is a model (``rehearsal run`` resolves ``--agent`` to it, so
+    workers and a resumed run play exactly this profile); None: a built-in agent or a user's policy."""
+    base_url: str | None = None
+    """The OpenAI-compatible API serving the agent's (and a model customer's) model; None: the SDK's default."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding that API's key (never stored itself)."""
+    customer: str | None = None
+    """``openai:MODEL``: a customer played by that model; None: the scenario's scripted customer."""
+    concurrency: int = 1
+    """Episodes in flight per worker for a model agent (each with its own database; see ``runner._inflight``)."""
+    model_timeout_s: float = 60.0
+    """Seconds one model call may take before it counts as a timeout (and is retried)."""
+    model_max_retries: int = 4
+    """Retries of a model call after a timeout, 429 or 5xx; then the episode is not scored (cause provider)."""
 
 
 @dataclass(frozen=True)
