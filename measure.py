@@ -4,6 +4,7 @@
     python measure.py RUN_A RUN_B             the same for both, then A vs B paired by scenario
     python measure.py ... --json              the same as JSON
     python measure.py ... --plot FILE.png     also draw per-scenario outcomes
+    python measure.py --coverage-study        simulate: do the 95% intervals cover, does the floor hold?
 
 Runs whose provenance differs are refused (naming the fields) unless --force is given. The
 statistics live in :mod:`rehearsal_env.measure`; this file only parses arguments and prints.
@@ -18,7 +19,9 @@ from rehearsal_env.measure import (
     ProvenanceMismatch,
     RunError,
     compare,
+    coverage_study,
     format_comparison,
+    format_coverage,
     format_report,
     load_run,
     plot_runs,
@@ -31,19 +34,32 @@ from rehearsal_env.measure import (
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="measure.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_a", metavar="RUN_DIR", help="run directory (episodes.parquet, provenance.json)")
+    p.add_argument("run_a", metavar="RUN_DIR", nargs="?",
+                   help="run directory (episodes.parquet, provenance.json)")
     p.add_argument("run_b", metavar="RUN_B", nargs="?", help="second run directory to compare against")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-scenario outcomes into this PNG")
     p.add_argument("--agent", help="the agent to measure when a run holds several")
     p.add_argument("--split", help="only scenarios of this split (train, dev, holdout)")
     p.add_argument("--force", action="store_true", help="compare even when provenance differs (warns)")
+    p.add_argument("--coverage-study", action="store_true",
+                   help="run the seeded coverage study of the intervals and the floor, print its table")
+    p.add_argument("--replicates", type=int, default=2000, help="coverage study: simulated suites per cell")
+    p.add_argument("--seed", type=int, default=12, help="coverage study: seed")
+    p.add_argument("--markdown", action="store_true", help="coverage study: Markdown tables")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (2 for unusable input or refused comparisons)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.coverage_study:
+        study = coverage_study(replicates=args.replicates, seed=args.seed)
+        print(format_coverage(study, markdown=args.markdown))
+        return 1 if any(c.status == "UNEXPECTED" for c in study.cells) else 0
+    if args.run_a is None:
+        parser.error("expected RUN_DIR (or --coverage-study)")
     try:
         runs_a = load_run(args.run_a, split=args.split)
         if args.run_b is None:

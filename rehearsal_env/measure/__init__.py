@@ -12,9 +12,21 @@ the specification is ``notes/statistics.md``). Typical use::
 from pathlib import Path
 
 from ._compare import BELOW_FLOOR, Comparison, MetricComparison, ProvenanceMismatch, Reproducibility, compare
-from ._floor import Z80, Floor, observed_floor, run_floor
+from ._coverage import KNOWN, Cell, CoverageStudy, FloorCheck, coverage_study, format_coverage
+from ._floor import MIN_SCENARIOS, Z80, Floor, observed_floor, run_floor
 from ._format import format_comparison, format_report, to_json
-from ._intervals import Estimate, clopper_pearson_upper, clustered_se, mean_estimate, rate_estimate, wilson
+from ._intervals import (
+    REWARD_BOUNDS,
+    Estimate,
+    bounded_mean_bounds,
+    clopper_pearson_upper,
+    clustered_se,
+    mean_estimate,
+    rate_bounds,
+    rate_estimate,
+    t_bounds,
+    wilson,
+)
 from ._load import AgentRun, RunError, ScenarioEpisodes, load_run, select_agent
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 from ._passk import PassK, pass_all, pass_any, pass_k_table
@@ -31,12 +43,18 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
 
 __all__ = [
     "BELOW_FLOOR",
+    "KNOWN",
+    "MIN_SCENARIOS",
+    "REWARD_BOUNDS",
     "Z80",
     "AgentReport",
     "AgentRun",
+    "Cell",
     "Comparison",
+    "CoverageStudy",
     "Estimate",
     "Floor",
+    "FloorCheck",
     "MetricComparison",
     "PairedTest",
     "PassK",
@@ -44,10 +62,13 @@ __all__ = [
     "Reproducibility",
     "RunError",
     "ScenarioEpisodes",
+    "bounded_mean_bounds",
     "clopper_pearson_upper",
     "clustered_se",
     "compare",
+    "coverage_study",
     "format_comparison",
+    "format_coverage",
     "format_report",
     "load_run",
     "mcnemar_exact",
@@ -58,11 +79,13 @@ __all__ = [
     "pass_any",
     "pass_k_table",
     "plot_runs",
+    "rate_bounds",
     "rate_estimate",
     "run_floor",
     "select_agent",
     "sign_flip",
     "summarize",
+    "t_bounds",
     "to_json",
     "wilson",
 ]

@@ -2,12 +2,28 @@
 
 Per metric, only scenarios scored in both runs are paired; d_j = m_A,j - m_B,j, the difference is
 mean(d) with SE = sd(d, ddof=1) / sqrt(n) and a t interval on n - 1 df (Miller, arXiv 2411.00640,
-section on paired differences); corr(m_A, m_B) says how much pairing helped. The tests are in
-:mod:`._paired`: exact McNemar for 0/1 outcomes with one repeat in both runs, otherwise the paired
-t test and the exact sign-flip test, the latter deciding. The floor is
-``Z80 * sqrt((sw2_A / K_A + sw2_B / K_B) / n)`` (:mod:`._floor`); when one run has one repeat the
-other's sw2 stands for both, and when neither has repeats two runs of the same checkpoint give the
-observed floor. Two runs whose provenance differs are not compared unless forced.
+section on paired differences); corr(m_A, m_B) says how much pairing helped. When every d_j is the
+same the t interval would have zero width; then the interval is Newcombe's square-and-add (MOVER)
+interval from each run's own interval, which ignores the pairing and so errs wide (Newcombe 1998,
+Stat Med 17:873). The tests are in :mod:`._paired`: exact McNemar for 0/1 outcomes with one repeat
+in both runs, otherwise the paired t test and the exact sign-flip test, the latter deciding.
+
+The floor is ``Z80 * sqrt((sw2_A * mean_j(1/K_A,j) + sw2_B * mean_j(1/K_B,j)) / n)`` over the paired
+scenarios' scored repeats (:mod:`._floor`); when one run has one repeat the other's sw2 stands for
+both, and when neither has repeats two runs of the same checkpoint give the observed floor. With
+fewer than MIN_SCENARIOS paired scenarios no floor is given. Two runs whose provenance differs are
+not compared unless forced.
+
+The verdict reports the test first: which run is higher, by how much, the 95% interval and the
+p-value of the deciding test. The floor comes second, as what it is, a power statement: the
+smallest true difference this suite detects 80% of the time. A significant difference below the
+floor is still significant; the floor then says a true difference that small is often missed, so a
+rerun may not show it. A difference below the floor that is not significant is no evidence of
+equality.
+
+Not-scored episodes: each run's count and share are reported, and when any episode was not scored
+the worst case bounds the difference by counting them as failures in A and successes in B, and
+the reverse.
 
 Runs of the same checkpoint (same agent name) also report flips, pairing episodes by scenario and
 repeat index (repeats are exchangeable, so the index pairing is as good as any and keeps the count
@@ -28,8 +44,8 @@ import numpy as np
 
 from rehearsal_env.provenance import differing_fields, lookup
 
-from ._floor import observed_floor, paired_floor, within_variance
-from ._intervals import t_interval
+from ._floor import ALPHA, MIN_SCENARIOS, inverse_repeats, observed_floor, paired_floor, too_few, within_variance
+from ._intervals import REWARD_BOUNDS, difference_bounds
 from ._load import AgentRun, RunError
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 
@@ -38,6 +54,13 @@ COMPARED = ("verified", "rule_violated", "reward")
 BETWEEN_RUN_RATIO = 1.5
 """Observed floor / within-run floor above which whole runs are said to vary."""
 BELOW_FLOOR = "below the resolution floor"
+"""The words of a difference smaller than the floor."""
+LABELS = {"verified": "verified rate", "rule_violated": "rule-violated rate", "reward": "mean reward"}
+"""Metric -> its name in sentences."""
+SUCCESS = {"verified": 1.0, "rule_violated": 0.0, "reward": REWARD_BOUNDS[1]}
+"""Metric -> the value of a not-scored episode counted as a success."""
+FAILURE = {"verified": 0.0, "rule_violated": 1.0, "reward": REWARD_BOUNDS[0]}
+"""Metric -> the value of a not-scored episode counted as a failure."""
 
 
 class ProvenanceMismatch(ValueError):
@@ -84,9 +107,24 @@ class MetricComparison:
     floor: float | None
     """Resolution floor of this comparison; None when unknown."""
     floor_source: str
-    """Where the floor comes from ("from ...", "observed ..."), or "unknown: " and how to get it."""
+    """Where the floor comes from ("from ...", "observed ..."), or "unknown: " / "not given: " and why."""
+    significant: bool
+    """Whether the deciding test rejects "no difference" at alpha 0.05."""
+    below_floor: bool | None
+    """Whether |difference| is below the floor; None when the floor is unknown or not given."""
+    result: str
+    """The test's result in one sentence: direction, size, 95% interval, p-value."""
+    power: str
+    """The floor in one sentence, as the power statement it is."""
     verdict: str
-    """In words: below the floor, a significant difference, or none."""
+    """``result`` then ``power``."""
+    worst_low: float | None = None
+    """The lower of A - B with not-scored episodes as failures in A and successes in B, or the reverse;
+    None when every episode was scored."""
+    worst_high: float | None = None
+    """The higher of the two; None when every episode was scored."""
+    interval_method: str = "t"
+    """``t`` on the d_j, or ``MOVER`` (Newcombe) when every d_j is the same."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +177,8 @@ class Comparison:
     """Verified rate, rule-violated rate, mean reward."""
     reproducibility: Reproducibility | None
     """For runs of the same checkpoint; None otherwise."""
+    not_scored: tuple[tuple[int, int, tuple[tuple[str, int], ...]], ...] = ()
+    """Per run (A, B): (not-scored episodes, every episode, ((cause, count), ...))."""
 
 
 def compare(a: AgentRun, b: AgentRun, force: bool = False) -> Comparison:
@@ -158,6 +198,7 @@ def compare(a: AgentRun, b: AgentRun, force: bool = False) -> Comparison:
         provenance_differs=tuple(differs),
         only_in_a=tuple(sorted(set(va) - set(vb))), only_in_b=tuple(sorted(set(vb) - set(va))),
         metrics=metrics, reproducibility=_reproducibility(a, b, metrics[0]) if same else None,
+        not_scored=tuple((r.n_not_scored, r.n_episodes, tuple(r.not_scored_causes.items())) for r in (a, b)),
     )
 
 
@@ -167,53 +208,115 @@ def _metric(metric: str, a: AgentRun, b: AgentRun, same: bool) -> MetricComparis
     if not names:
         raise RunError(f"expected scenarios scored in both runs; {a.run} and {b.run} share none "
                          "(are they runs of the same suite?)")
-    ma = np.array([np.mean(pa[s]) for s in names])
-    mb = np.array([np.mean(pb[s]) for s in names])
+    va, vb = [pa[s] for s in names], [pb[s] for s in names]
+    ma = np.array([np.mean(v) for v in va])
+    mb = np.array([np.mean(v) for v in vb])
     d = ma - mb
     n = len(d)
     diff = float(np.mean(d))
     se = float(np.std(d, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
-    low, high = t_interval(diff, se, n - 1)
+    bounds = None if metric != "reward" else _reward_bounds(va, vb)
+    _, _, low_, high_ = difference_bounds(ma[None, :], mb[None, :], float(sum(map(len, va))),
+                                          float(sum(map(len, vb))), bounds)
+    low, high = float(low_[0]), float(high_[0])
+    how = "MOVER" if n >= 2 and np.ptp(d) < 1e-12 else "t"
     binary = metric != "reward"
     if binary and all(len(pa[s]) == 1 and len(pb[s]) == 1 for s in names):
         tests: tuple[PairedTest, ...] = (mcnemar_exact(int(np.sum((ma == 1) & (mb == 0))),
                                                        int(np.sum((ma == 0) & (mb == 1)))),)
     else:
         tests = (sign_flip(d), paired_t(d))
-    floor, source = _within_floor([pa[s] for s in names], a.repeats, [pb[s] for s in names], b.repeats)
-    if floor is None and same and n >= 2:
+    floor, source = _within_floor(va, vb)
+    if floor is None and same and source.startswith("unknown"):
         floor, source = observed_floor(d), "observed between these two runs of the same checkpoint"
     corr = float(np.corrcoef(ma, mb)[0, 1]) if n >= 2 and np.std(ma) > 0 and np.std(mb) > 0 else None
+    significant = bool(tests[0].p_value < ALPHA)
+    below = None if floor is None else bool(abs(diff) < floor)
+    result = _result(metric, diff, low, high, tests[0], significant)
+    power = _power(floor, source, significant, below, n)
+    worst = _worst(metric, a, b) if a.n_not_scored or b.n_not_scored else (None, None)
     return MetricComparison(
         metric=metric, n_paired=n, value_a=float(np.mean(ma)), value_b=float(np.mean(mb)),
         difference=diff, se=se, low=low, high=high, correlation=corr, tests=tests,
-        floor=floor, floor_source=source, verdict=_verdict(diff, floor, tests[0]),
+        floor=floor, floor_source=source, significant=significant, below_floor=below,
+        result=result, power=power, verdict=f"{result} {power}", worst_low=worst[0], worst_high=worst[1],
+        interval_method=how,
     )
 
 
-def _within_floor(va: list[np.ndarray], ka: int, vb: list[np.ndarray], kb: int) -> tuple[float | None, str]:
-    """The floor the runs' own repeats predict (paired scenarios' values), and where it comes from."""
-    sa = within_variance(va) if ka >= 2 else None
-    sb = within_variance(vb) if kb >= 2 else None
+def _reward_bounds(va: list[np.ndarray], vb: list[np.ndarray]) -> tuple[float, float]:
+    """REWARD_BOUNDS, widened to any reward either run holds outside them."""
+    every = np.concatenate([*va, *vb])
+    return min(REWARD_BOUNDS[0], float(every.min())), max(REWARD_BOUNDS[1], float(every.max()))
+
+
+def _within_floor(va: list[np.ndarray], vb: list[np.ndarray]) -> tuple[float | None, str]:
+    """The floor the runs' own scored repeats predict (paired scenarios' values), and where it comes from."""
     n = len(va)
+    if n < MIN_SCENARIOS:
+        return None, "not given: " + too_few(n)
+    sa, sb = within_variance(va), within_variance(vb)
+    ia, ib = inverse_repeats(va), inverse_repeats(vb)
     if sa is not None and sb is not None:
-        return paired_floor(sa, ka, sb, kb, n), "from the within-scenario variance of both runs' repeats"
+        return paired_floor(sa, ia, sb, ib, n), "from the within-scenario variance of both runs' scored repeats"
     if sa is not None:
-        return paired_floor(sa, ka, sa, kb, n), "from run A's repeats, assumed to hold for both runs"
+        return paired_floor(sa, ia, sa, ib, n), "from run A's scored repeats, assumed to hold for both runs"
     if sb is not None:
-        return paired_floor(sb, ka, sb, kb, n), "from run B's repeats, assumed to hold for both runs"
+        return paired_floor(sb, ia, sb, ib, n), "from run B's scored repeats, assumed to hold for both runs"
     return None, ("unknown: neither run has repeats; run every scenario at least twice (repeats >= 2), "
                   "or run one checkpoint twice")
 
 
-def _verdict(diff: float, floor: float | None, test: PairedTest) -> str:
-    p = f"p = {test.p_value:.3g}, {test.name}"
-    if floor is not None and abs(diff) < floor:
-        return f"{BELOW_FLOOR} ({floor:.3f}); {p}"
-    where = "" if floor is not None else " (floor unknown)"
-    if test.p_value < 0.05:
-        return f"{'A' if diff > 0 else 'B'} higher{where}; {p}"
-    return f"no significant difference{where}; {p}"
+def _result(metric: str, diff: float, low: float, high: float, test: PairedTest, significant: bool) -> str:
+    """The test's result in one sentence: direction, size, interval, p-value."""
+    label = LABELS.get(metric, metric)
+    ci = f"A - B = {diff:+.3f}, 95% CI [{low:+.3f}, {high:+.3f}], p = {test.p_value:.3g} by {test.name}"
+    if significant:
+        hi, lo = ("A", "B") if diff > 0 else ("B", "A")
+        return f"{hi}'s {label} is higher than {lo}'s by {abs(diff):.3f}, a significant difference ({ci})."
+    return f"No significant difference in the {label} ({ci})."
+
+
+def _power(floor: float | None, source: str, significant: bool, below: bool | None, n: int) -> str:
+    """The floor in one sentence: the size of true difference this suite detects 80% of the time."""
+    if floor is None:
+        if source.startswith("not given"):
+            return (f"No resolution floor is given: only {n} paired scenario(s), fewer than {MIN_SCENARIOS}, "
+                    "so the test has little power and a floor would mean nothing.")
+        return f"The resolution floor is unknown: {source.removeprefix('unknown: ')}."
+    size = f"the smallest true difference this suite detects 80% of the time ({floor:.3f})"
+    if below and significant:
+        return (f"The difference is {BELOW_FLOOR}, {size}: a true difference this small is missed more than "
+                "20% of the time, so a rerun may not show it although this test did.")
+    if below:
+        return (f"The difference is {BELOW_FLOOR}, {size}: a true difference this small is often missed, "
+                "so this is no evidence that A and B are equal.")
+    if significant:
+        return f"The difference is above the resolution floor, {size}."
+    return (f"The difference is above the resolution floor, {size}, yet not significant: the runs differ by "
+            "scenario more than a uniform shift, so this comparison has less power than the floor assumes.")
+
+
+def _filled(run: AgentRun, metric: str, fill: float) -> dict[str, float]:
+    """Scenario -> mean of its values with every not-scored episode set to ``fill``."""
+    out = {}
+    for s in run.scenarios:
+        v = np.concatenate([s.series(metric)[1], np.full(s.not_scored, fill)])
+        if len(v):
+            out[s.scenario] = float(np.mean(v))
+    return out
+
+
+def _worst(metric: str, a: AgentRun, b: AgentRun) -> tuple[float | None, float | None]:
+    """A - B bounds: not-scored episodes as failures in A and successes in B, and the reverse."""
+    fail_a, win_b = _filled(a, metric, FAILURE[metric]), _filled(b, metric, SUCCESS[metric])
+    win_a, fail_b = _filled(a, metric, SUCCESS[metric]), _filled(b, metric, FAILURE[metric])
+    names = sorted(set(fail_a) & set(win_b))
+    if not names:
+        return None, None
+    one = float(np.mean([fail_a[s] - win_b[s] for s in names]))
+    other = float(np.mean([win_a[s] - fail_b[s] for s in names]))
+    return min(one, other), max(one, other)
 
 
 def _reproducibility(a: AgentRun, b: AgentRun, verified: MetricComparison) -> Reproducibility:
@@ -230,10 +333,9 @@ def _reproducibility(a: AgentRun, b: AgentRun, verified: MetricComparison) -> Re
     names = sorted(set(pa) & set(pb))
     d = np.array([np.mean(pa[s]) - np.mean(pb[s]) for s in names])
     va, vb = [pa[s] for s in names], [pb[s] for s in names]
-    sws = [w for w, k in ((within_variance(va), a.repeats), (within_variance(vb), b.repeats))
-           if k >= 2 and w is not None]
+    sws = [w for w in (within_variance(va), within_variance(vb)) if w is not None]
     within_flip = 2 * float(np.mean(sws)) if sws else None
-    within = _within_floor(va, a.repeats, vb, b.repeats)[0]
+    within = _within_floor(va, vb)[0]
     obs = observed_floor(d)
     between = None if within is None or math.isnan(obs) else obs > BETWEEN_RUN_RATIO * within
     if between is None:

@@ -38,7 +38,16 @@ def _ci(e: Estimate) -> str:
     return f"[{_f(e.low)}, {_f(e.high)}]"
 
 
-def _rate_row(label: str, e: Estimate) -> str:
+def _share(k: int, total: int) -> str:
+    return f"{k} ({k / total:.1%})" if total else str(k)
+
+
+def _causes(causes: dict[str, int] | tuple[tuple[str, int], ...]) -> str:
+    items = causes.items() if isinstance(causes, dict) else causes
+    return ", ".join(f"{c} {k}" for c, k in items)
+
+
+def _rate_row(label: str, e: Estimate, not_scored: str = "") -> str:
     count = f"{e.count}/{e.n_episodes}" if e.count is not None else ""
     extra = e.method
     if e.exact_upper is not None:
@@ -47,36 +56,44 @@ def _rate_row(label: str, e: Estimate) -> str:
         extra += f"; exact lower bound {_f(e.exact_lower)} (one-sided 95%, Clopper-Pearson)"
     if e.design_effect is not None:
         extra += f"; design effect {e.design_effect:.2f}"
-    return f"  {label:<22}{_f(e.value):>7}  {_ci(e):<17}{count:>9}  {extra}"
+    return f"  {label:<22}{_f(e.value):>7}  {_ci(e):<17}{count:>9}  {not_scored:>12}  {extra}"
 
 
 def format_report(r: AgentReport) -> str:
-    """The one-run table: headline numbers, pass^k / pass@k, resolution floors."""
+    """The one-run table: headline numbers with the not-scored share, worst case, pass^k / pass@k, floors."""
     splits = ", ".join(f"{k} {v}" for k, v in r.splits.items())
-    lines = [
-        f"run {r.run}  agent {r.agent}",
-        f"  {r.n_scenarios} scenarios scored, {r.repeats} repeat(s) each: {r.n_scored} scored episodes; "
-        f"{r.n_not_scored} not scored (excluded from every rate); scenarios per split: {splits}",
-    ]
+    total = r.n_scored + r.n_not_scored
+    repeats = (f"{r.repeats} scored repeat(s) each" if r.balanced else
+               f"1 to {r.repeats} scored repeats (harmonic mean K_h = {r.harmonic_repeats:.2f})")
+    causes = f"; causes: {_causes(r.not_scored_causes)}" if r.n_not_scored else ""
+    lines = [f"run {r.run}  agent {r.agent}", *(f"  {w}" for w in r.warnings),
+             f"  {r.n_scenarios} scenarios scored, {repeats}: {r.n_scored} scored episodes; "
+             f"{r.n_not_scored} not scored ({r.not_scored_share:.1%} of {total} episodes; excluded from every "
+             f"rate{causes}); scenarios per split: {splits}"]
     if not r.balanced:
         lines.append("  unbalanced repeats after exclusions: each scenario still weighs the same")
     if r.missing_rewards:
         lines.append(f"  {r.missing_rewards} scored episodes have no reward (left out of the mean reward)")
+    ns = _share(r.n_not_scored, total)
     lines += [
         "  95% intervals with the scenario as the unit",
-        f"  {'':<22}{'value':>7}  {'95% CI':<17}{'count':>9}  method",
-        _rate_row(LABELS["verified"], r.verified),
-        _rate_row(LABELS["rule_violated"], r.rule_violated),
-        _rate_row(LABELS["false_completion"], r.false_completion),
-        _rate_row(LABELS["reward"], r.mean_reward),
-        f"  {'k':>3}  {'pass^k':>7}  {'95% CI':<17}{'pass@k':>7}  95% CI",
+        f"  {'':<22}{'value':>7}  {'95% CI':<17}{'count':>9}  {'not scored':>12}  method",
+        _rate_row(LABELS["verified"], r.verified, ns),
+        _rate_row(LABELS["rule_violated"], r.rule_violated, ns),
+        _rate_row(LABELS["false_completion"], r.false_completion, ns),
+        _rate_row(LABELS["reward"], r.mean_reward, _share(r.n_not_scored + r.missing_rewards, total)),
     ]
+    if r.worst_case:
+        lines.append(f"  worst case, the {r.n_not_scored} not-scored episode(s) counted as failures (not verified, "
+                     "rule violated, false completion, reward -1):")
+        lines += [f"  {LABELS[m]:<22}{_f(e.value):>7}  {_ci(e):<17}" for m, e in r.worst_case.items()]
+    lines.append(f"  {'k':>3}  {'pass^k':>7}  {'95% CI':<17}{'pass@k':>7}  95% CI")
     for p in r.pass_k:
         gone = p.scenarios_left_out
         left = f"({gone} scenario(s) with < k scored left out)" if gone else ""
         lines.append(f"  {p.k:>3}  {_f(p.pass_all.value):>7}  {_ci(p.pass_all):<17}"
                      f"{_f(p.pass_any.value):>7}  {_ci(p.pass_any):<17}{left}".rstrip())
-    lines.append(f"  resolution floor (alpha {ALPHA}, power {POWER:.0%}):")
+    lines.append(f"  resolution floor (alpha {ALPHA}, power {POWER:.0%}; from scored repeats only):")
     if not any(fl.known for fl in r.floors):
         lines.append(f"    {r.floors[0].note}")
     for fl in r.floors if any(fl.known for fl in r.floors) else ():
@@ -85,32 +102,43 @@ def format_report(r: AgentReport) -> str:
             lines.append(f"    {label}: {fl.note}")
             continue
         flips = f"; flip rate {_f(fl.flip_rate)}" if fl.flip_rate is not None else ""
-        lines.append(f"    {label}: RF({fl.repeats}) = {_f(fl.floor_k)}, RF(1) = {_f(fl.floor_1)}"
+        lines.append(f"    {label}: {fl.label} = {_f(fl.floor_k)}, RF(1) = {_f(fl.floor_1)}"
                      f" (within-scenario variance {_f(fl.within_variance, 4)}{flips})")
-        if fl.within_variance == 0:
-            lines.append(f"      {fl.note}")
+        lines.append(f"      {fl.note}")
     return "\n".join(lines)
 
 
 def format_comparison(c: Comparison) -> str:
-    """The two-run table: per metric difference, interval, tests, floor and verdict."""
+    """The two-run table: per metric the test's result, then the floor as a power statement."""
     kind = "same checkpoint: the difference is drift" if c.same_checkpoint else "paired by scenario"
     lines = [f"A = {c.run_a} ({c.agent_a})  vs  B = {c.run_b} ({c.agent_b}); {kind}"]
     if c.provenance_differs:
         fields = ", ".join(c.provenance_differs)
         lines.append(f"  WARNING: provenance differs in {fields} (compared with --force)")
+    if c.not_scored:
+        shown = [f"{side} {k} of {total} episodes ({k / total if total else 0:.1%}"
+                 f"{'; ' + _causes(causes) if k else ''})"
+                 for side, (k, total, causes) in zip("AB", c.not_scored, strict=True)]
+        lines.append(f"  not scored (excluded): {'; '.join(shown)}")
     for side, names in (("A", c.only_in_a), ("B", c.only_in_b)):
         if names:
-            shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
-            lines.append(f"  {len(names)} scenarios scored only in {side} are left out: {shown}")
+            shown_names = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
+            lines.append(f"  {len(names)} scenarios scored only in {side} are left out: {shown_names}")
     lines.append(f"  {'':<20}{'A':>7}{'B':>7}{'A - B':>8}  {'95% CI':<18}{'corr':>5}  floor")
     for m in c.metrics:
         lines.append(f"  {LABELS[m.metric]:<20}{_f(m.value_a):>7}{_f(m.value_b):>7}{m.difference:>+8.3f}  "
                      f"[{_f(m.low)}, {_f(m.high)}]".ljust(64) + f"{_f(m.correlation, 2):>5}  {_f(m.floor)}")
         for t in m.tests:
             lines.append(f"      {t.name}: p = {t.p_value:.3g} ({t.detail})")
+        if m.interval_method == "MOVER":
+            lines.append("      every scenario differs by the same amount: interval by Newcombe's square-and-add "
+                         "(MOVER) from each run's own interval")
         lines.append(f"      floor {m.floor_source}")
-        lines.append(f"      => {m.verdict}")
+        if m.worst_low is not None and m.worst_high is not None:
+            lines.append(f"      worst case, not-scored episodes as failures in one run and successes in the "
+                         f"other: A - B between {m.worst_low:+.3f} and {m.worst_high:+.3f}")
+        lines.append(f"      => {m.result}")
+        lines.append(f"         {m.power}")
     rep = c.reproducibility
     if rep is not None:
         lines += [

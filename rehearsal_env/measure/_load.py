@@ -4,8 +4,11 @@ A run directory holds ``episodes.parquet`` (one row per episode: a file, or the 
 directory of atomically written part files, read as one table with pyarrow.dataset, which skips
 hidden temporary parts), ``provenance.json`` (needed to compare two runs; one run is measured
 without it) and ``summary.json`` (not needed here). Only the columns used are read. Not-scored
-episodes are kept only as a count: they are excluded from every rate. Each scenario keeps its
-scored episodes' repeat indices, so two runs can be paired episode by episode when counting flips.
+episodes are kept only as counts per cause (``not_scored_cause``: world, database, provider,
+sandbox, worker; ``unknown`` for records written before the column existed): they are excluded
+from every rate. Each scenario keeps its scored episodes' repeat indices, so two runs can be
+paired episode by episode when counting flips. K, the repeats, counts scored episodes only: an
+extra not-scored episode is no repeat.
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ import pyarrow.dataset as ds
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
 REQUIRED_COLUMNS = ("scenario", "split", "agent", "repeat", "outcome", "reward", "false_completion")
-"""Columns ``episodes.parquet`` must have (``outcome_reward`` is read when present)."""
+"""Columns ``episodes.parquet`` must have."""
+OPTIONAL_COLUMNS = ("not_scored_cause",)
+"""Columns read when present."""
+UNKNOWN_CAUSE = "unknown"
+"""The cause of a not-scored episode whose record names none (written before causes were recorded)."""
 METRICS = ("verified", "rule_violated", "false_completion", "reward")
 """Per-episode values kept for every scored episode: three 0/1 outcomes and the reward."""
 
@@ -45,6 +52,8 @@ class ScenarioEpisodes:
     """Metric name -> per-episode value aligned with ``repeats`` (reward is NaN where missing)."""
     not_scored: int
     """Episodes of this scenario that were not scored (excluded)."""
+    not_scored_causes: Mapping[str, int] = field(default_factory=dict)
+    """Cause -> not-scored episodes of this scenario."""
 
     def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(repeat indices, values) of ``metric``, without missing values."""
@@ -64,7 +73,7 @@ class AgentRun:
     scenarios: tuple[ScenarioEpisodes, ...]
     """Per scenario, sorted by scenario id."""
     repeats: int
-    """Repeats per scenario in the run's design: the most episodes any scenario has."""
+    """K: the most scored episodes any scenario has (not-scored episodes are no repeats)."""
     provenance: Mapping[str, Any] | None = field(repr=False)
     """The run's provenance blob; None when the run directory has no provenance.json."""
 
@@ -76,6 +85,24 @@ class AgentRun:
             if len(v):
                 out[s.scenario] = v
         return out
+
+    def scored_counts(self, metric: str = "verified") -> np.ndarray:
+        """K_j: scored values of ``metric`` per scenario that has any."""
+        return np.array([len(v) for v in self.per_scenario(metric).values()], dtype=int)
+
+    @property
+    def n_episodes(self) -> int:
+        """Every episode of this agent, scored or not."""
+        return self.n_scored + self.n_not_scored
+
+    @property
+    def not_scored_causes(self) -> dict[str, int]:
+        """Cause -> not-scored episodes, most frequent first."""
+        out: dict[str, int] = {}
+        for s in self.scenarios:
+            for cause, k in s.not_scored_causes.items():
+                out[cause] = out.get(cause, 0) + k
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
     def n_scored(self) -> int:
@@ -115,7 +142,8 @@ def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
     if missing:
         raise RunError(f"{episodes}: expected columns {list(REQUIRED_COLUMNS)}; missing {missing} "
                        f"(has {names}); regenerate the run with the current runner")
-    rows = dataset.to_table(columns=list(REQUIRED_COLUMNS)).to_pylist()
+    columns = [*REQUIRED_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in names)]
+    rows = dataset.to_table(columns=columns).to_pylist()
     provenance = read_provenance(root)
     bad = sorted({str(r["outcome"]) for r in rows} - set(OUTCOMES))
     if bad:
@@ -168,14 +196,20 @@ def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
             "false_completion": np.array([bool(r["false_completion"]) for r in scored], dtype=float),
             "reward": np.array([np.nan if r["reward"] is None else float(r["reward"]) for r in scored]),
         }
+        causes: dict[str, int] = {}
+        for r in eps:
+            if r["outcome"] == "not_scored":
+                cause = str(r.get("not_scored_cause") or UNKNOWN_CAUSE)
+                causes[cause] = causes.get(cause, 0) + 1
         scenarios.append(ScenarioEpisodes(
             scenario=name,
             split=splits.pop(),
             repeats=np.array([int(r["repeat"]) for r in scored], dtype=int),
             values=values,
             not_scored=len(eps) - len(scored),
+            not_scored_causes=causes,
         ))
-    repeats = max(len(v) for v in by_scenario.values())
+    repeats = max(len(s.repeats) for s in scenarios)
     return AgentRun(run=run, agent=agent, scenarios=tuple(scenarios), repeats=repeats, provenance=provenance)
 
 

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from ._compare import Comparison  # noqa: E402
+from ._compare import BELOW_FLOOR, Comparison  # noqa: E402
 from ._intervals import wilson  # noqa: E402
 from ._load import AgentRun  # noqa: E402
 from ._summary import AgentReport  # noqa: E402
@@ -31,28 +31,48 @@ RUN_COLOURS = ("#1f4e9c", "#e07b00")
 """Run A, run B."""
 
 
+def _slots(run: AgentRun) -> int:
+    """Columns of the grid: the highest scored repeat index + 1 (lost repeats show as blanks)."""
+    return max([int(s.repeats.max()) + 1 for s in run.scenarios if len(s.repeats)] or [1])
+
+
 def _grid(run: AgentRun, names: list[str]) -> np.ndarray:
     """Scenario x repeat outcome codes: 0 not scored or missing, 1 not achieved, 2 verified, 3 violated."""
-    grid = np.zeros((len(names), run.repeats))
+    grid = np.zeros((len(names), _slots(run)))
     by_name = {s.scenario: s for s in run.scenarios}
     for i, name in enumerate(names):
         s = by_name.get(name)
         if s is None:
             continue
         for rep, ver, vio in zip(s.repeats, s.values["verified"], s.values["rule_violated"], strict=True):
-            if rep < run.repeats:
-                grid[i, rep] = 3 if vio else 2 if ver else 1
+            grid[i, rep] = 3 if vio else 2 if ver else 1
     return grid
 
 
 def _headline(reports: list[AgentReport], comparison: Comparison | None) -> str:
-    """The line under the title: the difference and its floor, or the run's floor."""
+    """The lines under the title: the test's result, then the floor as a power statement."""
     if comparison is not None:
         m = comparison.metrics[0]
-        return f"verified rate A - B = {m.difference:+.3f} [{m.low:.3f}, {m.high:.3f}]: {m.verdict}"
-    floor = reports[0].floors[0]
+        p = f"p = {m.tests[0].p_value:.3g}"
+        ci = f"{m.difference:+.3f} [{m.low:+.3f}, {m.high:+.3f}], {p}"
+        if m.significant:
+            test = f"verified rate: {'A' if m.difference > 0 else 'B'} higher, A - B = {ci}: significant"
+        else:
+            test = f"verified rate: no significant difference, A - B = {ci}"
+        if m.floor is None:
+            power = "resolution floor " + m.floor_source.split(":")[0]
+        elif m.below_floor:
+            power = (f"{BELOW_FLOOR} ({m.floor:.3f}): a true difference this small is detected "
+                     "less than 80% of the time")
+        else:
+            power = f"above the resolution floor ({m.floor:.3f}), the size detected 80% of the time"
+        return f"{test}\n{power}"
+    r = reports[0]
+    floor = r.floors[0]
+    if r.too_few_scenarios:
+        return f"only {r.n_scenarios} scenario(s): too few for a resolution floor"
     if floor.known:
-        return f"resolution floor of the verified rate: RF({floor.repeats}) = {floor.floor_k:.3f}"
+        return f"resolution floor of the verified rate: {floor.label} = {floor.floor_k:.3f}"
     return "resolution floor unknown: each scenario ran once"
 
 
@@ -67,15 +87,15 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
     names = sorted(every, key=lambda s: (-float(np.mean([r[s] for r in rates if s in r] or [-1.0])), s))
     n = len(names)
     height = 1.9 + 0.24 * n
-    widths = [r.repeats for r in runs] + [max(8.0, 1.2 * sum(r.repeats for r in runs))]
+    widths = [_slots(r) for r in runs] + [max(8.0, 1.2 * sum(_slots(r) for r in runs))]
     fig, axes = plt.subplots(1, len(runs) + 1, figsize=(11, height + 1.2), sharey=True, layout="constrained",
                              gridspec_kw={"width_ratios": widths})
     cmap = ListedColormap(list(OUTCOME_COLOURS.values()))
     y = np.arange(n)
     for i, (run, ax) in enumerate(zip(runs, axes[:-1], strict=True)):
         ax.imshow(_grid(run, names), cmap=cmap, vmin=-0.5, vmax=3.5, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(run.repeats))
-        ax.set_xticks(np.arange(-0.5, run.repeats), minor=True)
+        ax.set_xticks(range(_slots(run)))
+        ax.set_xticks(np.arange(-0.5, _slots(run)), minor=True)
         ax.set_yticks(np.arange(-0.5, n), minor=True)
         ax.grid(which="minor", color="white", linewidth=1.2)
         ax.tick_params(which="minor", length=0)

@@ -3,16 +3,24 @@
 Not-scored episodes are excluded from every rate and counted. The verified, rule-violated and
 false-completion rates are rates of 0/1 outcomes (:func:`._intervals.rate_estimate`); the mean
 reward uses the t interval on scenario means (:func:`._intervals.mean_estimate`). pass^k and
-pass@k run to the design's repeats (:mod:`._passk`). The resolution floor is stated for the
-verified rate and the mean reward (:mod:`._floor`).
+pass@k run to the most scored repeats of any scenario (:mod:`._passk`). The resolution floor is
+stated for the verified rate and the mean reward (:mod:`._floor`), from scored repeats only.
+
+Not scored is never invisible: the report carries the not-scored count, its share of all episodes
+and the causes, and whenever any episode was not scored a worst case, every headline recomputed
+with the not-scored episodes counted as failures (not verified, rule violated, false completion,
+the lowest reward), by the same methods. With fewer than :data:`MIN_SCENARIOS` scenarios it says
+so and gives no floor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._floor import Floor, run_floor
-from ._intervals import Estimate, mean_estimate, rate_estimate
+import numpy as np
+
+from ._floor import MIN_SCENARIOS, Floor, inverse_repeats, run_floor, too_few
+from ._intervals import REWARD_BOUNDS, Estimate, mean_estimate, rate_estimate
 from ._load import AgentRun
 from ._passk import PassK, pass_k_table
 
@@ -25,6 +33,8 @@ LABELS = {
     "reward": "mean reward",
 }
 """Metric -> how the report names it."""
+WORST = {"verified": 0.0, "rule_violated": 1.0, "false_completion": 1.0, "reward": REWARD_BOUNDS[0]}
+"""Metric -> the value a not-scored episode takes in the worst case (a failure)."""
 
 
 @dataclass(frozen=True)
@@ -38,15 +48,23 @@ class AgentReport:
     n_scenarios: int
     """Scenarios with at least one scored episode."""
     repeats: int
-    """Repeats per scenario in the run's design (K)."""
+    """K: the most scored episodes any scenario has."""
     n_scored: int
     """Scored episodes (the denominator of every rate)."""
     n_not_scored: int
     """Not-scored episodes, excluded from every rate."""
+    not_scored_share: float
+    """n_not_scored / every episode (0 when there are none)."""
+    not_scored_causes: dict[str, int]
+    """Cause -> not-scored episodes (``unknown`` for records that name none)."""
     missing_rewards: int
     """Scored episodes with a null reward, left out of the mean reward only."""
     balanced: bool
     """Whether every scenario has exactly K scored episodes (else scenarios are still weighted equally)."""
+    harmonic_repeats: float
+    """K_h = 1 / mean_j(1/K_j) over scored episodes: the K the floor uses."""
+    too_few_scenarios: bool
+    """Fewer than MIN_SCENARIOS scenarios scored: the numbers rest on too few; no floor is given."""
     splits: dict[str, int]
     """Split -> scenarios."""
     verified: Estimate
@@ -61,21 +79,44 @@ class AgentReport:
     """pass^k and pass@k for k = 1..K."""
     floors: tuple[Floor, ...]
     """Resolution floors: verified rate, then mean reward."""
+    worst_case: dict[str, Estimate]
+    """Metric -> its estimate with not-scored episodes counted as failures; empty when all were scored."""
+    warnings: tuple[str, ...]
+    """Plain statements the reader must see first (too few scenarios)."""
+
+
+def worst_case(run: AgentRun) -> dict[str, Estimate]:
+    """Every headline with the not-scored episodes counted as failures (empty when none were not scored)."""
+    if not run.n_not_scored:
+        return {}
+    out = {}
+    for metric in (*RATES, "reward"):
+        filled = [np.concatenate([s.series(metric)[1], np.full(s.not_scored, WORST[metric])])
+                  for s in run.scenarios]
+        filled = [v for v in filled if len(v)]
+        out[metric] = rate_estimate(filled) if metric in RATES else mean_estimate(filled)
+    return out
 
 
 def summarize(run: AgentRun) -> AgentReport:
     """The headline numbers, pass^k / pass@k and floors of one agent's run."""
     per = {m: list(run.per_scenario(m).values()) for m in (*RATES, "reward")}
     verified = per["verified"]
+    n = len(verified)
+    total = run.n_episodes
     return AgentReport(
         run=run.run,
         agent=run.agent,
-        n_scenarios=len(verified),
+        n_scenarios=n,
         repeats=run.repeats,
         n_scored=run.n_scored,
         n_not_scored=run.n_not_scored,
+        not_scored_share=run.n_not_scored / total if total else 0.0,
+        not_scored_causes=run.not_scored_causes,
         missing_rewards=run.missing_rewards,
         balanced=all(len(v) == run.repeats for v in verified),
+        harmonic_repeats=1 / inverse_repeats(verified) if n else float("nan"),
+        too_few_scenarios=n < MIN_SCENARIOS,
         splits=run.splits,
         verified=rate_estimate(verified),
         rule_violated=rate_estimate(per["rule_violated"]),
@@ -83,7 +124,9 @@ def summarize(run: AgentRun) -> AgentReport:
         mean_reward=mean_estimate(per["reward"]),
         pass_k=pass_k_table(verified, run.repeats),
         floors=(
-            run_floor("verified", verified, run.repeats, binary=True),
-            run_floor("reward", per["reward"], run.repeats, binary=False),
+            run_floor("verified", verified, binary=True),
+            run_floor("reward", per["reward"], binary=False),
         ),
+        worst_case=worst_case(run),
+        warnings=(f"WARNING: {too_few(n)}",) if n < MIN_SCENARIOS else (),
     )
