@@ -11,13 +11,16 @@ from typing import Any
 from ..backends import BACKENDS
 from ..clock import CLI
 from ..runner import RunConfig, format_table, load_config, run, run_on_ray
+from ._models import add_model_options, with_model_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run an agent over a world's scenarios",
                        description="Run episodes, print a summary table, write DIR/summary.json and records.")
     p.add_argument("--world", help="world name (see `rehearsal world list`); required unless --resume")
-    p.add_argument("--agent", default="reference", help="reference, null or wrong:<name> (default: reference)")
+    p.add_argument("--agent", default="reference",
+                   help="reference, null, wrong:<name>, openai:MODEL, or a registered agent profile NAME[@vN] "
+                        "(`rehearsal profile list`; default: reference)")
     p.add_argument("--split", choices=("train", "dev", "holdout"), help="only this split (default: all)")
     p.add_argument("--scenario", action="append", default=[], help="only this scenario id (repeatable)")
     p.add_argument("--repeats", type=int, default=1, help="episodes per scenario (default: 1)")
@@ -41,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run in DIR (stored plan and config), playing only unrecorded episodes")
     p.add_argument("--quiet", action="store_true", help="no progress bar (it shows on a terminal only)")
+    add_model_options(p)
     p.set_defaults(handler=handle, shaping_defaults={name: p.get_default(name) for name in RUN_SHAPING})
 
 
@@ -61,7 +65,7 @@ def _stamp(args: argparse.Namespace) -> dict[str, Any]:
 
 
 RUN_SHAPING = ("agent", "split", "scenario", "repeats", "seed", "backend", "no_stress", "profile", "freeze_time",
-               "agent_version", "batch_size")
+               "agent_version", "batch_size", "customer")
 """Options that decide what a run is; a resumed run keeps the ones stored with it."""
 
 
@@ -80,6 +84,7 @@ def handle(args: argparse.Namespace) -> int:
         out = Path(args.resume)
         config = load_config(out)
         config = replace(config, backend_options=_backend_options(config.backend, args.dsn))
+        config = with_model_options(config, args, resume=True)
     else:
         if not args.world:
             raise ValueError("expected --world WORLD (see `rehearsal world list`), or --resume DIR")
@@ -88,6 +93,7 @@ def handle(args: argparse.Namespace) -> int:
                            backend=args.backend, backend_options=_backend_options(args.backend, args.dsn),
                            stress=not args.no_stress, profile=args.profile, batch_size=args.batch_size,
                            **_stamp(args))
+        config = with_model_options(config, args)
         out = Path(args.out or Path("runs") / config.run_id)
     resume, progress = bool(args.resume), not args.quiet
     if args.workers == 0:

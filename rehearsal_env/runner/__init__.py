@@ -4,6 +4,7 @@ Serially in this process (:func:`run`) or over Ray actors (:func:`run_on_ray`),
 with the same records; ``run.json`` in the run directory lets either resume.
 """
 
+from ._models import customer_for, endpoint_of, model_agents, run_profile
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
 from ._play import EpisodeResult, play, run_batch, run_episode
 from ._pool import MAX_TRIES, Played, RayPool
@@ -53,6 +54,10 @@ __all__ = [
     "summarize",
     "summary_row",
     "summary_rows",
+    "customer_for",
+    "endpoint_of",
+    "model_agents",
+    "run_profile",
     "world_for",
     "write_provenance",
     "write_summary",

@@ -1,0 +1,95 @@
+"""The model options of ``rehearsal run`` (and ``world build|recheck --live-agent``): where the model is, how
+its calls are retried, how many episodes are in flight, who plays the customer.
+
+``--agent`` resolves here to an agent profile (a built-in agent, ``openai:MODEL``
+or a registered ``NAME[@vN]``); the run's config stores the profile's TOML, and
+every record carries its name and version (``agent``, ``agent_version``: ``vN``,
+``builtin-<package version>`` or ``unregistered-<content hash>``) and its sampling
+parameters. Before a run with a model agent starts, one short request checks that
+the provider knows the model and accepts the key: a 401, 403 or 404 stops it at
+once with what to fix, instead of failing every episode the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import openai
+
+from ..agents import ProfileError, is_builtin, resolve_agent
+from ..runner import RunConfig, endpoint_of, run_profile
+
+MODEL_DEFAULTS = {"base_url": None, "api_key_env": "OPENAI_API_KEY", "concurrency": 1, "model_timeout": 60.0,
+                  "model_retries": 4}
+
+
+def add_model_options(p: argparse.ArgumentParser, *, customer: bool = True) -> None:
+    """Add the model options to a parser."""
+    p.add_argument("--base-url", help="OpenAI-compatible API of the model, e.g. http://127.0.0.1:8000/v1 "
+                                      "(default: the openai SDK's default endpoint)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="environment variable holding the API key (default: OPENAI_API_KEY; a local --base-url "
+                        "needs none)")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="episodes in flight per worker for a model agent, each on its own database (default: 1)")
+    p.add_argument("--model-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds one model call may take before it is retried (default: 60)")
+    p.add_argument("--model-retries", type=int, default=4, metavar="N",
+                   help="retries after a timeout, 429 or 5xx; then the episode is not scored, cause provider "
+                        "(default: 4)")
+    if customer:
+        p.add_argument("--customer", metavar="openai:MODEL",
+                       help="a customer played by this model (default: the scenario's scripted customer)")
+
+
+def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: bool = False) -> RunConfig:
+    """``config`` with the agent resolved to its profile and the model options applied.
+
+    A resumed run keeps its stored agent profile and customer; its endpoint options may change
+    (the model may be served elsewhere now).
+    """
+    if args.concurrency < 1 or args.model_retries < 0 or args.model_timeout <= 0:
+        raise ValueError(f"expected --concurrency >= 1, --model-retries >= 0 and --model-timeout > 0, got "
+                         f"{args.concurrency}, {args.model_retries} and {args.model_timeout}")
+    given = {name: getattr(args, name) for name in MODEL_DEFAULTS if getattr(args, name) != MODEL_DEFAULTS[name]}
+    config = replace(config, base_url=given.get("base_url", config.base_url),
+                     api_key_env=given.get("api_key_env", config.api_key_env),
+                     concurrency=given.get("concurrency", config.concurrency),
+                     model_timeout_s=given.get("model_timeout", config.model_timeout_s),
+                     model_max_retries=given.get("model_retries", config.model_max_retries))
+    if not resume:
+        config = replace(config, customer=getattr(args, "customer", None))
+        if not is_builtin(config.agent):
+            profile = resolve_agent(config.agent)
+            if is_builtin(profile.agent):  # a registered profile of a built-in agent: play that agent
+                config = replace(config, agent=profile.agent, agent_version=config.agent_version or profile.label)
+            else:
+                config = replace(config, agent=profile.name, agent_version=config.agent_version or profile.label,
+                                 agent_profile=profile.to_toml())
+    preflight(config)
+    return config
+
+
+def preflight(config: RunConfig) -> None:
+    """One short request to the agent's model: a 401, 403 or 404 raises :class:`ProfileError` (stop the run).
+
+    Anything else (a timeout, a 429, a 5xx, a 400) is left to the episodes, which retry it or record it.
+    """
+    profile = run_profile(config)
+    if profile is None or profile.agent != "openai":
+        return
+    endpoint = endpoint_of(config)
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(), timeout=endpoint.timeout_s,
+                           max_retries=0)
+    try:
+        client.chat.completions.create(model=profile.model or "", max_tokens=1,
+                                       messages=[{"role": "user", "content": "ping"}])
+    except openai.APIStatusError as exc:
+        if exc.status_code in (401, 403, 404):
+            raise ProfileError(f"the model provider refused {endpoint.where(profile.model)} (HTTP {exc.status_code}: "
+                               f"{exc.message}); fix the profile's model name, --base-url or --api-key-env") from exc
+    except openai.APIError:
+        pass
+    finally:
+        client.close()
