@@ -1,0 +1,29 @@
+"""The Docker sandbox: a world's application, its database and the outside-service emulators as containers.
+
+``open_database(world, "docker")`` (``--backend docker``) returns a
+:class:`SandboxDatabase`: an internal Docker network with the world's
+PostgreSQL, the emulators and the application, started once and reset in
+milliseconds by the PostgreSQL backend's row-level restore. Images are built
+from Debian packages with debootstrap and tagged by their recipe's hash
+(:mod:`._images`); nothing is pulled from a registry.
+"""
+
+from ._database import SandboxDatabase
+from ._docker import LABEL, SandboxError, clean_leftovers, docker_available, ours_left, remove_ours
+from ._images import BuiltImage, base_image, folder_image
+from ._isolation import SandboxFact, measure_isolation
+
+__all__ = [
+    "LABEL",
+    "BuiltImage",
+    "SandboxDatabase",
+    "SandboxError",
+    "SandboxFact",
+    "base_image",
+    "clean_leftovers",
+    "docker_available",
+    "folder_image",
+    "measure_isolation",
+    "ours_left",
+    "remove_ours",
+]

@@ -1,0 +1,215 @@
+"""The ``docker`` backend: a world's application in its sandbox, and its database as a :class:`Database`.
+
+:class:`SandboxDatabase` starts a :class:`~._sandbox.Sandbox` (database, emulators,
+application), builds the world's database inside it with the PostgreSQL
+backend (``open_database(world, "postgres", dsn=...)``: the same template, the
+same row-level reset log, the same read-only check role), and then:
+
+* ``http`` tools call the application through :meth:`SandboxDatabase.request`
+  (one HTTP request on a kept-alive connection);
+* checks, agents' queries and digests go through the PostgreSQL backend, read-only;
+* :meth:`SandboxDatabase.reset` restores the database with that backend's
+  row-level restore (it tolerates the application's own connections and
+  commits), calls the world's reset hook if it declares one, and then verifies
+  the reset: the database digest and the answer to the world's probe request
+  must equal those taken right after the first start, or the reset raises
+  :class:`~rehearsal_env.backends.DatabaseError` (the episode is not scored).
+
+The containers are started once per :class:`SandboxDatabase` (one per worker)
+and reused across episodes; :meth:`close` removes them, and so does process exit
+or, after a crash, the next start (:func:`~._docker.clean_leftovers`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import httpx
+
+from ..backends import Database, DatabaseError, DatabaseSpec, Dialect, digest, open_database
+from ..worlds import ApplicationSpec, World, application_of
+from ._docker import SandboxError
+from ._images import folder_image
+from ._sandbox import START_TIMEOUT_S, Sandbox
+
+Row = tuple[Any, ...]
+
+
+def _close(sandbox: Sandbox, inner: Database | None, http: httpx.Client | None) -> None:
+    for closer in (http.close if http else None, inner.close if inner else None, sandbox.close):
+        if closer is None:
+            continue
+        try:
+            closer()
+        except Exception:  # best effort at shutdown; leftovers are removed by the next start
+            pass
+
+
+class SandboxDatabase:
+    """One env's sandboxed world (see the module docstring).
+
+    Args:
+        spec: The world (a folder world with an ``[application]``, or any world: then only the
+            database and emulators run in the sandbox).
+        verify_reset: Check the digest and the probe answer after every reset (default True).
+    """
+
+    dialect: Dialect = "postgres"
+
+    def __init__(self, spec: DatabaseSpec, *, verify_reset: bool = True) -> None:
+        if not isinstance(spec, World):
+            raise TypeError(f"the docker backend runs a world's application; got {type(spec).__name__}")
+        self.world = spec
+        self.tables = spec.tables
+        self.app: ApplicationSpec | None = application_of(spec)
+        self.verify_reset = verify_reset
+        self._inner: Database | None = None
+        self._http: httpx.Client | None = None
+        try:
+            self.sandbox = Sandbox(spec.name, spec.now)
+        except SandboxError as exc:
+            raise DatabaseError(str(exc)) from exc
+        self._finalizer = weakref.finalize(self, _close, self.sandbox, None, None)
+        started = time.perf_counter()
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        self.start_seconds = time.perf_counter() - started
+        """Wall time the sandbox took to start (diagnostic)."""
+        self.first_digest = digest(self._db)
+        self.first_probe = self.probe()
+
+    # -- start --------------------------------------------------------------------
+    def _start(self) -> None:
+        box = self.sandbox
+        box.start_database()
+        box.wait_for_database()
+        self._inner = open_database(self.world, "postgres", dsn=box.admin_dsn())
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _close, box, self._inner, None)
+        dbname = getattr(self._inner, "name", None)  # the PostgreSQL backend's env database, which the app uses
+        if not isinstance(dbname, str):
+            raise DatabaseError("the PostgreSQL backend did not name its env database; the app cannot find it")
+        box.start_emulator(dbname)
+        self._wait_http(f"http://{box.containers['emulator'].ip}:8025/health", "emulator")
+        if self.app is not None:
+            image = folder_image(f"app-{self.world.name}", self.app.folder)
+            fill = {"dsn": box.inner_dsn(dbname), "email_url": "http://email:8025",
+                    "payments_url": "http://payments:8025", "now": self.world.now}
+            env = {k: str(v).format(**fill) for k, v in self.app.env.items()}
+            running = box.start("app", image.tag, list(self.app.command), env, ("app",))
+            base = f"http://{running.ip}:{self.app.port}"
+            self._wait_http(base + self.app.health, "app")
+            self._http = httpx.Client(base_url=base, timeout=httpx.Timeout(30.0, connect=5.0))
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, _close, box, self._inner, self._http)
+
+    def _wait_http(self, url: str, role: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if httpx.get(url, timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise DatabaseError(f"the sandbox's {role} did not answer {url} in {START_TIMEOUT_S:.0f}s; "
+                                    f"its logs: {self.sandbox.logs(role)}")
+            time.sleep(0.1)
+
+    @property
+    def _db(self) -> Database:
+        if self._inner is None:
+            raise DatabaseError("the sandbox is closed")
+        return self._inner
+
+    # -- the application ------------------------------------------------------------
+    @property
+    def application(self) -> SandboxDatabase | None:
+        """What ``http`` tools call (None when the world declares no application)."""
+        return self if self._http is not None else None
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any], body: Mapping[str, Any] | None,
+                headers: Mapping[str, str]) -> tuple[int, Any]:
+        """One request to the application; (status, decoded JSON). No answer is a DatabaseError."""
+        if self._http is None:
+            raise DatabaseError("this sandbox runs no application")
+        try:
+            response = self._http.request(method, path, params=dict(query) or None,
+                                          json=dict(body) if body is not None else None, headers=dict(headers))
+        except httpx.HTTPError as exc:
+            raise DatabaseError(f"the application did not answer {method} {path}: {exc}; "
+                                f"its logs: {self.sandbox.logs('app')}") from exc
+        try:
+            data = response.json()
+        except ValueError:
+            data = {"error": response.text[:500]}
+        return response.status_code, data
+
+    def probe(self) -> str:
+        """The application's answer to the world's probe request, as canonical JSON ('' without an app)."""
+        if self.app is None or self._http is None:
+            return ""
+        status, data = self.request("GET", self.app.probe, query={}, body=None, headers={})
+        return json.dumps([status, data], sort_keys=True)
+
+    # -- the Database protocol (delegated to the PostgreSQL backend) -----------------
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._db.query(sql, params)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._db.execute(sql, params)
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return self._db.transaction()
+
+    def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._db.check_value(sql, params)
+
+    def read_query(self, sql: str, *, max_rows: int, timeout_s: float) -> tuple[tuple[str, ...], list[Row], bool]:
+        return self._db.read_query(sql, max_rows=max_rows, timeout_s=timeout_s)
+
+    def touched(self) -> dict[str, set[Any]]:
+        return self._db.touched()
+
+    def reset(self) -> None:
+        """Restore the snapshot, run the reset hook, and verify digest and probe (see the module docstring)."""
+        self._db.reset()
+        if self.app is not None and self.app.reset_hook:
+            method, _, path = self.app.reset_hook.partition(" ")
+            status, data = self.request(method, path, query={}, body=None, headers={})
+            if status >= 300:
+                raise DatabaseError(f"the application's reset hook {self.app.reset_hook} answered {status}: {data}")
+        if self.verify_reset:
+            self.check_reset()
+
+    def check_reset(self) -> None:
+        """Raise DatabaseError unless the digest and the probe answer equal those after the first start."""
+        now_digest, now_probe = digest(self._db), self.probe()
+        if now_digest != self.first_digest or now_probe != self.first_probe:
+            raise DatabaseError(
+                f"the sandbox did not reset to its first state: digest {now_digest[:12]} (first "
+                f"{self.first_digest[:12]}), probe {'same' if now_probe == self.first_probe else 'differs'}; "
+                "the application keeps state outside its database: declare a reset_hook in world.toml")
+
+    def close(self) -> None:
+        """Close the database and remove the sandbox's containers and network."""
+        self._finalizer()
+        self._inner, self._http = None, None
+
+    def __enter__(self) -> SandboxDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def containers(self) -> Iterator[str]:
+        """Names of the running containers (diagnostic)."""
+        return iter(r.name for r in self.sandbox.containers.values())

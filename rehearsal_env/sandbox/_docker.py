@@ -1,0 +1,126 @@
+"""The Docker daemon as the sandbox uses it: one client, our labels, and the cleanup of leftovers.
+
+Everything the sandbox creates (networks, containers, images) carries the label
+``rehearsal.sandbox``; containers and networks also carry ``rehearsal.owner``
+(``<hostname>-<pid>`` of the process that made them). :func:`clean_leftovers`
+removes the containers and networks of owners that no longer run, so a crashed
+worker leaves nothing behind after the next start; :func:`remove_ours` removes
+this process's at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import socket
+import threading
+from typing import Any
+
+LABEL = "rehearsal.sandbox"
+"""On every container, network and image the sandbox makes."""
+OWNER = "rehearsal.owner"
+"""``<hostname>-<pid>``: the process that made a container or network."""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be built, started or reached (infrastructure: the episode is not scored)."""
+
+
+def owner() -> str:
+    """This process's owner label."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@functools.lru_cache(maxsize=1)
+def _client_for(pid: int) -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxError("the docker backend needs the Docker SDK: pip install 'rehearsal-env[sandbox]'") from exc
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"cannot reach the Docker daemon ({exc}); start dockerd, or set DOCKER_HOST") from exc
+    return client
+
+
+def docker_client() -> Any:
+    """The process's Docker client (one per process; a forked worker makes its own)."""
+    return _client_for(os.getpid())
+
+
+def docker_available() -> str | None:
+    """None when a Docker daemon answers; else why not (for skips)."""
+    try:
+        docker_client()
+    except SandboxError as exc:
+        return str(exc)
+    return None
+
+
+def _alive(label: str) -> bool:
+    host, _, pid = label.rpartition("-")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(predicate: Any) -> int:
+    import docker.errors
+
+    client = docker_client()
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        if predicate(container.labels.get(OWNER, "")):
+            try:
+                container.remove(force=True, v=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+    for network in client.networks.list(filters={"label": LABEL}):
+        if predicate(network.attrs.get("Labels", {}).get(OWNER, "")):
+            try:
+                network.remove()
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+    return removed
+
+
+_cleaned: set[int] = set()
+_cleaned_lock = threading.Lock()
+
+
+def clean_leftovers() -> int:
+    """Remove the containers and networks of sandbox owners that died; once per process."""
+    with _cleaned_lock:
+        if os.getpid() in _cleaned:
+            return 0
+        _cleaned.add(os.getpid())
+        atexit.register(remove_ours)
+    return _remove(lambda label: bool(label) and not _alive(label))
+
+
+def remove_ours() -> int:
+    """Remove every container and network this process made (at exit; also callable by hand)."""
+    if docker_available() is not None:
+        return 0
+    me = owner()
+    return _remove(lambda label: label == me)
+
+
+def ours_left() -> list[str]:
+    """Names of every container, network and volume with our label (for the no-leftovers test)."""
+    client = docker_client()
+    names = [f"container {c.name}" for c in client.containers.list(all=True, filters={"label": LABEL})]
+    names += [f"network {n.name}" for n in client.networks.list(filters={"label": LABEL})]
+    names += [f"volume {v.name}" for v in client.volumes.list(filters={"label": LABEL})]
+    return names
