@@ -61,6 +61,7 @@ def _scenario(world: str, raw: dict[str, Any]) -> Scenario:
         turn_budget=raw.get("turn_budget"),
         tool_call_budget=raw.get("tool_call_budget"),
         token_budget=raw.get("token_budget"),
+        scope_is_goal=bool(raw.get("scope_is_goal", False)),
     )
 
 

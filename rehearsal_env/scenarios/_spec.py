@@ -148,6 +148,9 @@ class Scenario:
     """Tool calls a good solution needs (None: the reference solution's calls plus 2)."""
     token_budget: int | None = None
     """Tokens a good solution needs, when the agent reports tokens (None: 2,000 per budgeted turn)."""
+    scope_is_goal: bool = False
+    """A change outside ``scope`` fails a goal check, as a whole-state hash would (imported worlds set it).
+    The world adds that check to ``goal_checks`` (see ``rehearsal_env.importers``); the verdict reads only checks."""
 
     @property
     def offers_retry(self) -> bool:
