@@ -58,6 +58,7 @@ class Recorder:
         self._dirs: dict[tuple[str, str], RunDir] = {}
         self._pending: dict[Path, list[EpisodeRecord]] = {}
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time: a second waits until the first has written
 
     def run_dir(self, world: str, provenance: Provenance) -> RunDir:
         """The run directory for episodes of ``world`` under ``provenance`` (created on first use).
@@ -99,9 +100,10 @@ class Recorder:
 
     def flush(self) -> list[Path]:
         """Write every buffered record now; return the parts written."""
-        with self._lock:
-            pending, self._pending = self._pending, {}
-        return [self._write(path, records) for path, records in pending.items() if records]
+        with self._flushing:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+            return [self._write(path, records) for path, records in pending.items() if records]
 
     def _write(self, path: Path, records: list[EpisodeRecord]) -> Path:
         with FileLock(str(path / _LOCK)):
