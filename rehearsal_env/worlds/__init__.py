@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Callable
 
 from ..schema import Column, Table, col
+from ._imported import imported_worlds, load_imported, record_imported
 from ._world import Policy, Role, World, _unknown
 
 _BUILTIN = {"shop": "rehearsal_env.worlds.shop", "analytics": "rehearsal_env.worlds.analytics"}
@@ -27,7 +28,7 @@ def register_world(name: str, factory: Callable[[], World]) -> None:
 
 def world_names() -> list[str]:
     """Every registered world's name."""
-    return sorted({*_BUILTIN, *_REGISTRY})
+    return sorted({*_BUILTIN, *_REGISTRY, *imported_worlds()})
 
 
 def load_world(name: str) -> World:
@@ -39,6 +40,8 @@ def load_world(name: str) -> World:
     if name not in _REGISTRY and name in _BUILTIN:
         module = importlib.import_module(_BUILTIN[name])
         register_world(name, module.build_world)
+    if name not in _REGISTRY and name in imported_worlds():  # made from the user's data (rehearsal import)
+        register_world(name, lambda: load_imported(name))
     if name not in _REGISTRY:
         raise KeyError(_unknown("world", name, dict.fromkeys(world_names()), "rehearsal_env"))
     if name not in _LOADED:
@@ -46,4 +49,5 @@ def load_world(name: str) -> World:
     return _LOADED[name]
 
 
-__all__ = ["Column", "Policy", "Role", "Table", "World", "col", "load_world", "register_world", "world_names"]
+__all__ = ["Column", "Policy", "Role", "Table", "World", "col", "imported_worlds", "load_world", "record_imported",
+           "register_world", "world_names"]
