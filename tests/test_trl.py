@@ -1,0 +1,221 @@
+"""TRL: the environment class a GRPOTrainer gets, against TRL's own schema path and the Gymnasium env.
+
+The schema round trip needs transformers (the ``trl`` extra): it skips without it, and fails with
+REHEARSAL_REQUIRE_TRL=1. The rollout parity tests need nothing but rehearsal_env.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Any
+
+import pytest
+
+import rehearsal_env
+from rehearsal_env.agents import make_agent
+from rehearsal_env.integrations import STOPPED_REASON
+from rehearsal_env.integrations.trl import (
+    ToolEnvironment,
+    dataset_rows,
+    environment_class,
+    environment_classes,
+)
+from rehearsal_env.worlds import World, load_world, world_names
+
+
+def _require(module: str) -> Any:
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as exc:
+        if os.environ.get("REHEARSAL_REQUIRE_TRL") == "1":
+            pytest.fail(f"REHEARSAL_REQUIRE_TRL=1 but {module} is not installed ({exc}): "
+                        "pip install -e '.[trl]'")
+        pytest.skip(f"{module} is not installed (pip install -e '.[trl]')")
+
+
+def _worlds(tiny_world: World) -> list[World]:
+    return [load_world(name) for name in world_names()] + [tiny_world]
+
+
+def _ours(schema: dict[str, Any]) -> dict[str, Any]:
+    """Our OpenAI schema as get_json_schema writes one: no additionalProperties, no empty required."""
+    fn = dict(schema["function"])
+    params = {k: v for k, v in fn["parameters"].items() if k != "additionalProperties"}
+    if not params.get("required"):
+        params.pop("required", None)
+    return {"type": "function", "function": {**fn, "parameters": params}}
+
+
+def _trl_tools(instance: ToolEnvironment) -> dict[str, Any]:
+    """The tools TRL's GRPOTrainer collects from an environment instance (its own rule, grpo_trainer.py)."""
+    return {name: getattr(instance, name)
+            for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")}
+
+
+def test_get_json_schema_gives_every_tool_of_every_world_back(tiny_world: World) -> None:
+    utils = _require("transformers.utils")
+    checked = 0
+    for world in _worlds(tiny_world):
+        instance = environment_class(world, split=None)()
+        tools = _trl_tools(instance)
+        every = {name: tool for s in world.scenarios()
+                 for name, tool in world.tools_for(s.role, offers_retry=s.offers_retry).items()}
+        assert set(tools) == set(every), world.name
+        for name, method in tools.items():
+            assert utils.get_json_schema(method) == _ours(every[name].schema()), f"{world.name}.{name}"
+            assert utils.get_json_schema(type(instance).__dict__[name]) == _ours(every[name].schema())
+            checked += 1
+    assert checked >= 20
+
+
+def test_routed_classes_show_each_scenario_exactly_its_tools() -> None:
+    world = load_world("shop")
+    classes = environment_classes(world, "train")
+    rows = dataset_rows(world, "train", routed=True)
+    assert {r["environment"] for r in rows} == set(classes)
+    for row in rows[:12]:
+        scenario = world.scenario(row["scenario"])
+        tools = _trl_tools(classes[row["environment"]]())
+        assert set(tools) == set(world.tools_for(scenario.role, offers_retry=scenario.offers_retry))
+
+
+def test_dataset_rows_carry_the_scenario_the_seed_and_a_prompt_reset_completes() -> None:
+    rows = dataset_rows("shop", "dev", seeds=2, instructions="Read the order first.")
+    world = load_world("shop")
+    assert len(rows) == 2 * len(world.scenarios("dev"))
+    row = rows[1]
+    assert row["seed"] == 1 and row["split"] == "dev"
+    system, user = row["prompt"]
+    assert system["role"] == "system" and f"scenario {row['scenario']} of world shop" in system["content"]
+    assert "Read the order first." in system["content"] and user == {"role": "user", "content": ""}
+    env = environment_class(world, "dev")()
+    opening = env.reset(**row)  # TRL passes the whole row, prompt included
+    assert opening == world.scenario(row["scenario"]).request
+
+
+def _gym_actions(scenario_id: str, agent: str) -> list[str]:
+    """The actions the scripted ``agent`` sends on the Gymnasium env."""
+    env = rehearsal_env.make(scenario_id)
+    policy = make_agent(agent, env.scenario)
+    observation, info = env.reset(seed=0)
+    actions: list[str] = []
+    done = False
+    while not done:
+        action = policy(observation, info)
+        actions.append(action)
+        observation, _, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+    env.close()
+    return actions
+
+
+def _gym(scenario_id: str, actions: list[str]) -> tuple[list[str], Any, float]:
+    env = rehearsal_env.make(scenario_id, profile="rl")
+    env.reset(seed=0)
+    observations, reward, info = [], 0.0, {}
+    for action in actions:
+        observation, reward, terminated, truncated, info = env.step(action)
+        observations.append(observation)
+        if terminated or truncated:
+            break
+    verdict = info["verdict"]
+    env.close()
+    return observations, verdict, reward
+
+
+def _trl(scenario_id: str, actions: list[str]) -> tuple[list[str], Any, float | None]:
+    world_name, _, bare = scenario_id.partition("/")
+    world = load_world(world_name)
+    env = environment_class(world, world.scenario(bare).split, profile="rl")()
+    row = next(r for r in dataset_rows(world, world.scenario(bare).split) if r["scenario"] == bare)
+    env.reset(**row)
+    observations = []
+    for action in actions:
+        call = json.loads(action)
+        observations.append(getattr(env, call["tool"])(**call["args"]))  # as TRL calls a tool
+    reward = env.get_reward()
+    return observations, env.verdict, reward
+
+
+PARITY = [
+    ("shop/refund-item-0001", "reference"),
+    ("analytics/orders-count-0001", "reference"),
+]
+
+
+def _cases() -> list[tuple[str, str]]:
+    shop = load_world("shop")
+    train = shop.scenarios("train")
+    change = next(s for s in train if s.change is not None)
+    fault = next(s for s in train if s.offers_retry)
+    wrong = next(s for s in train if s.wrong)
+    return PARITY + [(f"shop/{change.id}", "reference"), (f"shop/{fault.id}", "reference"),
+                     (f"shop/{wrong.id}", f"wrong:{wrong.wrong[0].name.removeprefix('wrong:')}")]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_a_full_rollout_gives_the_gymnasium_verdict_and_reward(case: int) -> None:
+    scenario_id, agent = _cases()[case]
+    actions = _gym_actions(scenario_id, agent)
+    gym_obs, gym_verdict, gym_reward = _gym(scenario_id, actions)
+    trl_obs, trl_verdict, trl_reward = _trl(scenario_id, actions)
+    assert trl_obs == gym_obs
+    assert trl_verdict == gym_verdict
+    assert trl_reward == gym_reward
+    if agent == "reference":
+        assert trl_verdict.outcome.value == "verified" and trl_reward is not None
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_a_model_that_stops_early_is_settled_as_the_gymnasium_env_with_give_up(case: int) -> None:
+    scenario_id, agent = _cases()[case]
+    actions = _gym_actions(scenario_id, agent)
+    cut = [a for a in actions if json.loads(a)["tool"] not in ("finish", "give_up")]
+    cut = cut[: max(1, len(cut) - 1)]
+    gym_obs, gym_verdict, gym_reward = _gym(
+        scenario_id, cut + [json.dumps({"tool": "give_up", "args": {"reason": STOPPED_REASON}})])
+    trl_obs, trl_verdict, trl_reward = _trl(scenario_id, cut)
+    assert trl_obs == gym_obs[: len(cut)]
+    assert trl_verdict == gym_verdict and trl_verdict.ending.value == "gave_up"
+    assert trl_reward == gym_reward
+
+
+def test_the_model_stopping_right_after_the_request_is_settled_not_achieved() -> None:
+    env = environment_class("shop", "train")()
+    env.reset(scenario="refund-item-0001", seed=0)
+    assert env.get_reward() == 0.0
+    assert env.verdict is not None and env.verdict.outcome.value == "not_achieved"
+    assert env.episode is not None and env.episode.trace[-1].tool == "give_up"
+
+
+def test_what_the_model_sends_is_judged_by_the_env_and_calls_after_the_end_do_not_run() -> None:
+    env: Any = environment_class("shop", "train")()
+    env.reset(scenario="refund-item-0001")
+    wrong_type = json.loads(env.get_order(order_id="3294"))
+    assert wrong_type["tool_result"]["status"] == "rejected" and "must be integer" in wrong_type["tool_result"]["error"]
+    extra = json.loads(env.get_order(order_id=3294, verbose=True))
+    assert extra["tool_result"]["status"] == "rejected" and "unknown argument" in extra["tool_result"]["error"]
+    missing = json.loads(env.get_order())
+    assert missing["tool_result"]["status"] == "rejected"
+    store_credit = json.loads(env.issue_store_credit(customer_id=518, amount_cents=100, reason="sorry"))
+    assert "not available to role 'support_agent'" in store_credit["tool_result"]["error"]
+    env.finish(message="Done.")
+    after = json.loads(env.get_order(order_id=3294))
+    assert after["status"] == "not_run"
+    assert env.episode is not None and env.episode.verdict is not None
+    assert env.episode.verdict.metrics.rejected_attempts == 4
+    # a new episode on the same instance starts from the snapshot
+    assert env.reset(scenario="refund-item-0001") == load_world("shop").scenario("refund-item-0001").request
+    assert env.verdict is None
+
+
+def test_reset_refuses_a_missing_scenario_and_one_of_another_split() -> None:
+    env = environment_class("shop", "train")()
+    with pytest.raises(ValueError, match="needs the row's 'scenario' column"):
+        env.reset(prompt=[])
+    holdout = load_world("shop").scenarios("holdout")[0].id
+    with pytest.raises(ValueError, match="split 'holdout'"):
+        env.reset(scenario=holdout)
