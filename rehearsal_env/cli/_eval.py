@@ -1,4 +1,5 @@
-"""``rehearsal eval rescore|schema``: re-grade a stored run from its records; print the record schema."""
+"""``rehearsal eval rescore|schema|verify``: re-grade a stored run from its records; print the record schema;
+check a run directory's records."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rescore.set_defaults(handler=handle_rescore)
     schema = esub.add_parser("schema", help="the episode record schema, every field documented")
     schema.set_defaults(handler=handle_schema)
+    verify = esub.add_parser(
+        "verify", help="check a run directory's records: every part against the manifest, one run id",
+        description="Check every part of RUN_DIR/episodes.parquet/ against the manifest written with it "
+                    "(SHA-256, bytes, rows), that it reads as Parquet of a known record version, and that "
+                    "all parts belong to one run. Exit 0 when the records can be trusted, 1 otherwise, "
+                    "with one line per problem and the remedy.")
+    verify.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `rehearsal run`")
+    verify.set_defaults(handler=handle_verify)
 
 
 def handle_rescore(args: argparse.Namespace) -> int:
@@ -57,6 +66,20 @@ def handle_rescore(args: argparse.Namespace) -> int:
             print(f"    {line}")
     print(f"wrote {report.out}/ (episodes.parquet/, provenance.json, summary.json, rescore.json)")
     return 0 if report.ok else 1
+
+
+def handle_verify(args: argparse.Namespace) -> int:
+    from ..records import verify_run_dir
+
+    problems = verify_run_dir(args.run_dir)
+    if not problems:
+        print(f"{args.run_dir}: the records are whole (every part matches the manifest) and of one run")
+        return 0
+    for line in problems:
+        print(line)
+    print(f"{len(problems)} problem(s); `rehearsal run --resume {args.run_dir}` plays the damaged parts' "
+          "episodes again and rewrites them")
+    return 1
 
 
 def handle_schema(args: argparse.Namespace) -> int:

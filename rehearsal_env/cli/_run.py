@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..backends import BACKENDS
 from ..clock import CLI
-from ..runner import RunConfig, format_table, load_config, run, run_on_ray
+from ..runner import RunConfig, RunStopped, format_table, load_config, run, run_on_ray
 from ._models import add_model_options, with_model_options
 
 
@@ -38,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="run directory (default: runs/<run id>); a run already there is replaced")
     p.add_argument("--workers", type=int, default=0,
                    help="Ray workers, each with its own database (default: 0, serial in this process)")
-    p.add_argument("--ray-address", help="join this Ray cluster (default: start a local Ray for --workers)")
+    p.add_argument("--ray-address", help="join this Ray cluster, HOST:PORT (default: start a local Ray for "
+                                         "--workers); a cluster started by `ray start` with token auth needs "
+                                         "RAY_AUTH_MODE=token in this environment too")
     p.add_argument("--batch-size", type=int, default=32,
                    help="episodes per worker call and part file (default: 32)")
     p.add_argument("--resume", metavar="DIR",
@@ -96,13 +99,17 @@ def handle(args: argparse.Namespace) -> int:
         config = with_model_options(config, args)
         out = Path(args.out or Path("runs") / config.run_id)
     resume, progress = bool(args.resume), not args.quiet
-    if args.workers == 0:
-        if args.ray_address:
-            raise ValueError("--ray-address needs --workers N (N >= 1); without it the run is serial")
-        summary = run(config, out, resume=resume, progress=progress)
-    else:
-        summary = run_on_ray(config, out, workers=args.workers, address=args.ray_address, resume=resume,
-                             progress=progress)
+    if args.workers == 0 and args.ray_address:
+        raise ValueError("--ray-address needs --workers N (N >= 1); without it the run is serial")
+    try:
+        if args.workers == 0:
+            summary = run(config, out, resume=resume, progress=progress)
+        else:
+            summary = run_on_ray(config, out, workers=args.workers, address=args.ray_address, resume=resume,
+                                 progress=progress)
+    except (RunStopped, ConnectionError) as exc:
+        print(f"rehearsal: {exc}", file=sys.stderr)
+        return 1
     print(f"run {config.run_id}: world={config.world} agent={config.agent} split={config.split or 'all'} "
           f"repeats={config.repeats} backend={config.backend}")
     print(format_table(summary))

@@ -21,7 +21,7 @@ from ..clock import ENV, freeze_time_source, frozen_world
 from ..provenance import Provenance, provenance_of
 from ..rewards import evaluate, load_profile
 from ..scenarios import Scenario
-from ..verdict import Verdict
+from ..verdict import NotScoredCause, Verdict
 from ..worlds import World, load_world
 from ._customer import Customer
 from ._episode import Episode
@@ -68,9 +68,15 @@ class RehearsalEnv(gym.Env[str, str]):
         if isinstance(world, str):
             world = load_world(world)
         if isinstance(scenario, str):
+            prefix, slash, bare = scenario.rpartition("/")
+            if slash and world is None:
+                world = load_world(prefix)
+            elif slash and prefix != world.name:  # type: ignore[union-attr]
+                raise ValueError(f"scenario {scenario!r} names world {prefix!r}, but the env is of world "
+                                 f"{world.name!r}; pass {bare!r} or {world.name + '/' + bare!r}")  # type: ignore[union-attr]
             if world is None:
                 raise TypeError("pass world= with a scenario id, or use rehearsal_env.make('world/scenario')")
-            scenario = world.scenario(scenario)
+            scenario = world.scenario(bare)
         self.world: World = frozen_world(world or load_world(scenario.world), freeze_time)
         if freeze_time is not None and any(s.id == scenario.id for s in self.world.scenarios()):
             scenario = self.world.scenario(scenario.id)  # the same task, dated for the frozen day
@@ -121,9 +127,24 @@ class RehearsalEnv(gym.Env[str, str]):
         return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Carry out one action. Whatever the action (any text, or even not text), this returns: a
+        malformed action is a rejected attempt (``info["status"] == "rejected"``) and the episode goes on."""
+        return self._after(self.episode.act(action))
+
+    def policy_failed(self, error: BaseException) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Step for a policy that raised instead of acting (the agent's bug): a rejected attempt, one turn."""
+        return self._after(self.episode.policy_failed(error))
+
+    def abort(self, cause: NotScoredCause, reason: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """End the episode not scored because ``cause`` (e.g. the model provider) failed; the final step."""
+        self.episode.abort(cause, reason)
+        last = self.episode.trace[-1].observation if self.episode.trace else ""
+        return self._after(last)
+
+    def _after(self, observation: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         episode = self.episode
-        observation = episode.act(action)
-        info: dict[str, Any] = {"turn": episode.turn, "status": episode.trace[-1].status}
+        info: dict[str, Any] = {"turn": episode.turn,
+                                "status": episode.trace[-1].status if episode.trace else "error"}
         reward = 0.0
         if episode.verdict is not None:
             info["verdict"] = episode.verdict

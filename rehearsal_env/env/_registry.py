@@ -15,14 +15,20 @@ ENV_VERSION = 0
 def make(env_id: str, **kwargs: Any) -> RehearsalEnv:
     """The env of one scenario: ``make("shop/refund-item-0001", backend="sqlite")``.
 
+    The bare id works with ``world=``: ``make("refund-item-0001", world="shop")``, as
+    ``gymnasium.make("rehearsal/shop-v0", scenario=...)`` takes either form.
+
     Raises:
-        ValueError: ``env_id`` is not ``WORLD/SCENARIO``.
+        ValueError: ``env_id`` is not ``WORLD/SCENARIO`` (or a bare id with ``world=``).
         KeyError: an unknown world or scenario, with the closest matches.
     """
+    if "/" not in env_id and kwargs.get("world") is not None:
+        return RehearsalEnv(env_id, **kwargs)
     world_name, sep, scenario_id = env_id.partition("/")
     if not sep or not scenario_id:
         raise ValueError(
-            f"expected an id 'WORLD/SCENARIO' (e.g. 'shop/refund-item-0001'), got {env_id!r}; "
+            f"expected an id 'WORLD/SCENARIO' (e.g. 'shop/refund-item-0001'), or a bare id with world=, "
+            f"got {env_id!r}; "
             f"worlds: {', '.join(world_names())}"
         )
     world = load_world(world_name)

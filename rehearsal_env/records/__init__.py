@@ -7,18 +7,24 @@ The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
 
 from ._capture import as_json, not_played_record, record_episode
 from ._inputs import inputs_from_record
+from ._manifest import MANIFEST, MixedRuns, RecordsDamaged, damaged_parts, forget_parts
 from ._parquet import (
     EPISODES_DIR,
     SCHEMA,
     VERSION_KEY,
     PartWriter,
+    checked_parts,
     encode_part,
     next_part,
     part_files,
+    part_version,
+    read_part,
     read_records,
     read_table,
+    verify_run_dir,
     write_bytes_atomic,
     write_part,
+    write_part_bytes,
 )
 from ._record import (
     RECORD_VERSION,
@@ -39,10 +45,13 @@ def schema_text() -> str:
 
 __all__ = [
     "EPISODES_DIR",
+    "MANIFEST",
     "RECORD_VERSION",
     "SCHEMA",
     "VERSION_KEY",
     "CheckRecord",
+    "MixedRuns",
+    "RecordsDamaged",
     "EpisodeRecord",
     "PartWriter",
     "RewardComponent",
@@ -50,18 +59,25 @@ __all__ = [
     "ServiceRequest",
     "Turn",
     "as_json",
+    "checked_parts",
+    "damaged_parts",
     "describe",
     "encode_part",
+    "forget_parts",
     "from_row",
     "inputs_from_record",
     "next_part",
     "not_played_record",
     "part_files",
+    "part_version",
+    "read_part",
     "read_records",
     "read_table",
     "record_episode",
     "schema_text",
     "to_row",
+    "verify_run_dir",
     "write_bytes_atomic",
     "write_part",
+    "write_part_bytes",
 ]

@@ -7,12 +7,12 @@ from typing import Any
 
 from ..backends import changes as database_changes
 from ..checks import Check, CheckResult
-from ..env import Episode
+from ..env import Episode, record_text
 from ..provenance import OUTCOME_PROFILE, Provenance
 from ..rewards import Components, TurnInput, apply_profile, compute_components, inputs_for, load_profile
 from ..scenarios import Scenario
 from ..services import service_log
-from ..verdict import Verdict
+from ..verdict import NotScoredCause, Verdict
 from ._record import (
     RECORD_VERSION,
     CheckRecord,
@@ -30,8 +30,8 @@ def as_json(value: Any) -> str:
 
 
 def _turns(episode: Episode) -> tuple[Turn, ...]:
-    return tuple(Turn(t.turn, t.action, t.tool, t.status, t.observation, t.fault, t.status == "rejected",
-                      float(t.latency_ms)) for t in episode.trace)
+    return tuple(Turn(t.turn, record_text(t.action), t.tool, t.status, record_text(t.observation), t.fault,
+                      t.status == "rejected", float(t.latency_ms)) for t in episode.trace)
 
 
 def _check_source(scenario: Scenario, result: CheckResult, index: int) -> Check | None:
@@ -120,7 +120,7 @@ def record_episode(
         requests, changed = _service_requests(episode), _changes(episode)
     except Exception as exc:  # the database failed; the verdict already says not scored
         requests, changed = (), ()
-        capture_error = f"the end state could not be read: {type(exc).__name__}: {exc}"
+        capture_error = record_text(f"the end state could not be read: {type(exc).__name__}: {exc}")
     scenario = episode.scenario
     reward, components = _reward(episode, verdict, None if capture_error else changed, provenance.reward_profile)
     return EpisodeRecord(
@@ -128,7 +128,9 @@ def record_episode(
         world_version=provenance.world_version, scenario=scenario.id, split=scenario.split,
         category=scenario.category, agent=agent, agent_version=agent_version, repeat=repeat, seed=seed,
         backend=backend, stress=stress, outcome=verdict.outcome.value, ending=verdict.ending.value,
-        outcome_reward=verdict.outcome_reward, reward=reward, reason=verdict.reason,
+        outcome_reward=verdict.outcome_reward, reward=reward,
+        reason=None if verdict.reason is None else record_text(verdict.reason),
+        not_scored_cause=None if verdict.cause is None else verdict.cause.value,
         false_completion=m.false_completion, duplicate_effects=m.duplicate_effects, recovered=m.recovered,
         unnecessary_interruptions=m.unnecessary_interruptions, rejected_attempts=m.rejected_attempts,
         faults_injected=m.faults_injected, stress_events=m.stress_events, customer_contacts=m.customer_contacts,
@@ -141,14 +143,16 @@ def record_episode(
 
 def not_played_record(
     scenario: Scenario, *, run_id: str, agent: str, agent_version: str, repeat: int, seed: int, backend: str,
-    stress: bool, reason: str, provenance: Provenance,
+    stress: bool, reason: str, provenance: Provenance, cause: NotScoredCause = NotScoredCause.WORKER,
 ) -> EpisodeRecord:
-    """The record of an episode that could not be played to a verdict (a lost worker): not scored."""
+    """The record of an episode that could not be played to a verdict: not scored because ``cause`` failed
+    (a worker that died on every try, a database that could not be reset, a provider before the first turn)."""
     return EpisodeRecord(
         record_version=RECORD_VERSION, run_id=run_id, world=scenario.world, world_version=provenance.world_version,
         scenario=scenario.id, split=scenario.split, category=scenario.category, agent=agent,
         agent_version=agent_version, repeat=repeat, seed=seed, backend=backend, stress=stress,
-        outcome="not_scored", ending="error", outcome_reward=None, reward=None, reason=reason,
+        outcome="not_scored", ending="error", outcome_reward=None, reward=None, reason=record_text(reason),
+        not_scored_cause=NotScoredCause(cause).value,
         false_completion=False, duplicate_effects=0, recovered=False, unnecessary_interruptions=0,
         rejected_attempts=0, faults_injected=0, stress_events=0, customer_contacts=0, turns=0, tool_calls=0,
         tokens=None, reward_components=(), checks=(), trace=(), service_requests=(), changes=(),

@@ -7,6 +7,9 @@ finished and no half-written file is ever read as a record (readers only see
 ``pyarrow.parquet.read_table(RUN_DIR / "episodes.parquet")``, pandas'
 ``read_parquet`` and duckdb's ``read_parquet('RUN_DIR/episodes.parquet/*.parquet')``
 read the directory as one table, with no import of ``rehearsal_env``.
+
+Every part written is entered in the directory's manifest (:mod:`._manifest`); every
+reader here verifies the parts against it and refuses a directory mixing runs.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._manifest import check_one_run, damaged_parts, note_part, verify_parts
 from ._record import RECORD_VERSION, EpisodeRecord
 from ._schema import arrow_schema, from_row, to_row
 
@@ -32,6 +36,8 @@ SCHEMA: pa.Schema = arrow_schema(EpisodeRecord, {VERSION_KEY: str(RECORD_VERSION
 """The Arrow schema of a record file (every field carries its docstring as ``doc`` metadata)."""
 
 _PART = re.compile(r"^part-(\d+)\.parquet$")
+READABLE_VERSIONS = ("2", str(RECORD_VERSION))
+"""Record versions this release reads (older parts read with the newer fields null)."""
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -67,11 +73,18 @@ def encode_part(records: Sequence[EpisodeRecord]) -> bytes:
 
 
 def write_part(run_dir: str | Path, records: Sequence[EpisodeRecord], part: int) -> Path:
-    """Write ``records`` as part ``part`` of the run's episode table, atomically; return its path."""
+    """Write ``records`` as part ``part`` of the run's episode table, atomically, and enter it in the
+    manifest; return its path."""
+    return write_part_bytes(run_dir, encode_part(records), part)
+
+
+def write_part_bytes(run_dir: str | Path, data: bytes, part: int) -> Path:
+    """Write an encoded part (:func:`encode_part`) as part ``part``, atomically, and enter it in the manifest."""
     directory = Path(run_dir) / EPISODES_DIR
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"part-{part:05d}.parquet"
-    write_bytes_atomic(final, encode_part(records))
+    write_bytes_atomic(final, data)
+    note_part(final, data)
     return final
 
 
@@ -129,22 +142,79 @@ def part_files(run_dir: str | Path) -> list[Path]:
     return parts
 
 
-def read_table(run_dir: str | Path) -> pa.Table:
-    """Every finished record of a run as one Arrow table (checked to be :data:`RECORD_VERSION`).
+def part_version(path: Path) -> str:
+    """The record version a part was written with (``?`` when it says none)."""
+    return (pq.read_schema(path).metadata or {}).get(VERSION_KEY.encode(), b"?").decode()
+
+
+def checked_parts(run_dir: str | Path) -> list[Path]:
+    """The run's part files, verified against the manifest and carrying one run id.
 
     Raises:
-        ValueError: a part written with another record version, naming it and what to do.
+        FileNotFoundError: no part files.
+        RecordsDamaged: a part is truncated, changed, unlisted or not Parquet (naming it and the remedy).
+        MixedRuns: the parts carry more than one run id (naming them).
     """
-    tables = []
-    for path in part_files(run_dir):
-        meta = pq.read_schema(path).metadata or {}
-        version = meta.get(VERSION_KEY.encode(), b"?").decode()
-        if version != str(RECORD_VERSION):
-            raise ValueError(f"{path}: expected episode records of version {RECORD_VERSION}, found version "
-                             f"{version}; rerun to regenerate them, or read them with the rehearsal-env "
-                             f"release that wrote them")
-        tables.append(pq.read_table(path, schema=SCHEMA))
-    return pa.concat_tables(tables)
+    parts = part_files(run_dir)
+    verify_parts(parts)
+    for path in parts:
+        _readable(path)
+    check_one_run(parts)
+    return parts
+
+
+def _readable(path: Path) -> str:
+    version = part_version(path)
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"{path}: expected episode records of version {RECORD_VERSION}, found version "
+                         f"{version}; rerun to regenerate them, or read them with the rehearsal-env "
+                         f"release that wrote them")
+    return version
+
+
+def _read_part(path: Path) -> pa.Table:
+    if _readable(path) == str(RECORD_VERSION):
+        return pq.read_table(path, schema=SCHEMA)
+    table = pq.read_table(path)
+    columns = [table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
+               for f in SCHEMA]
+    return pa.Table.from_arrays(columns, schema=SCHEMA)
+
+
+def read_table(run_dir: str | Path) -> pa.Table:
+    """Every finished record of a run as one Arrow table (:data:`RECORD_VERSION`; version 2 parts read too,
+    the newer fields null), after :func:`checked_parts`.
+
+    Raises:
+        ValueError: a part written with a version this release does not read, naming it and what to do;
+            or a damaged part or mixed runs (see :func:`checked_parts`).
+    """
+    return pa.concat_tables([_read_part(path) for path in checked_parts(run_dir)])
+
+
+def verify_run_dir(run_dir: str | Path) -> list[str]:
+    """Every problem of a run directory's records, one line each (empty: the records can be trusted)."""
+    try:
+        parts = part_files(run_dir)
+    except FileNotFoundError as exc:
+        return [str(exc)]
+    problems = [f"{path}: {problem}" for path, problem in damaged_parts(parts).items()]
+    good = [p for p in parts if not any(line.startswith(f"{p}:") for line in problems)]
+    for path in good:
+        version = part_version(path)
+        if version not in READABLE_VERSIONS:
+            problems.append(f"{path}: written with record version {version}, this release reads "
+                            f"{', '.join(READABLE_VERSIONS)}")
+    try:
+        check_one_run(good)
+    except ValueError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+def read_part(path: Path) -> list[EpisodeRecord]:
+    """The records of one part file, in file order (not verified: verify the directory first)."""
+    return [from_row(EpisodeRecord, row) for row in _read_part(path).to_pylist()]
 
 
 def read_records(run_dir: str | Path) -> list[EpisodeRecord]:

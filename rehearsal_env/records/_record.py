@@ -15,6 +15,9 @@ Version history (:data:`RECORD_VERSION`):
     2. Nested ``list<struct>`` columns (``trace``, ``checks``, ``service_requests``,
        ``changes``, ``reward_components``), the provenance struct, world version,
        agent version, category, stress, customer contacts, the check's SQL.
+    3. ``not_scored_cause``: which part failed when an episode is not scored (``world``, ``database``,
+       ``provider``, ``sandbox``, ``worker``; never the agent). Version 2 parts still read (the cause
+       reads as null there; their ``record_version`` stays 2).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from ..provenance import Provenance
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
 
 
@@ -159,6 +162,11 @@ class EpisodeRecord:
     null when not scored, or when the profile measured none of its weighted components."""
     reason: str | None
     """Why the episode was not scored; null when it was."""
+    not_scored_cause: str | None
+    """The part whose failure made the episode not scored: ``world`` (a tool or check of the world's own
+    code), ``database``, ``provider`` (the model provider, after its retries), ``sandbox`` or ``worker``
+    (the worker process died on every try); null when scored. Never the agent: whatever an agent sends is
+    validated on its side and a malformed action is a rejected attempt."""
     false_completion: bool
     """The agent said it was done while a goal check failed."""
     duplicate_effects: int

@@ -2,15 +2,20 @@
 
 Serially in this process (:func:`run`) or over Ray actors (:func:`run_on_ray`),
 with the same records; ``run.json`` in the run directory lets either resume.
+One run holds a run directory at a time (:func:`run_lock`). An episode is not
+scored only for a part that failed, never for the agent (see :mod:`._play`); a
+database that fails is reopened, or the run stops with a summary
+(:class:`RunStopped`) and ``--resume`` finishes it.
 """
 
+from ._lock import RunLocked, run_lock
 from ._models import customer_for, endpoint_of, model_agents, run_profile
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
 from ._play import EpisodeResult, play, run_batch, run_episode
 from ._pool import MAX_TRIES, Played, RayPool
 from ._progress import Progress
 from ._ray import run_on_ray
-from ._resume import RUN_FILE, Batch, RunState, load_config, load_plan, start_run
+from ._resume import REPLAYED_CAUSES, RUN_FILE, Batch, RunState, RunStopped, load_config, load_plan, start_run
 from ._serial import run
 from ._summary import (
     METRICS,
@@ -22,23 +27,28 @@ from ._summary import (
     summary_rows,
     write_summary,
 )
-from ._worker import EpisodeWorker
+from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
 __all__ = [
     "MAX_TRIES",
     "METRICS",
     "OUTCOMES",
+    "RECOVERY_S",
+    "REPLAYED_CAUSES",
     "Played",
     "RUN_FILE",
     "AgentFactory",
     "Batch",
+    "DatabaseUnavailable",
     "EpisodeResult",
     "EpisodeSpec",
     "EpisodeWorker",
     "Progress",
     "RayPool",
     "RunConfig",
+    "RunLocked",
     "RunState",
+    "RunStopped",
     "SummaryRow",
     "batches",
     "format_table",
@@ -49,6 +59,7 @@ __all__ = [
     "run",
     "run_batch",
     "run_episode",
+    "run_lock",
     "run_on_ray",
     "start_run",
     "summarize",

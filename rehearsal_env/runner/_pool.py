@@ -10,14 +10,18 @@ episode, only a file write per batch.
 A worker that dies takes its running call with it. Calls queued behind it
 never started and are queued again as they were. The running call's episodes
 are retried one per call, counted as tried once; an episode whose worker dies
-again is recorded ``not_scored`` with the reason. A worker that cannot start
-ends the run with the error.
+again is recorded ``not_scored`` with cause ``worker`` and the reason. A worker
+that cannot start when the pool starts ends the run with the error; a
+replacement that dies while starting is started again with backoff
+(:data:`REPLACEMENT_TRIES` times), then given up on: the run goes on with the
+other workers (and stops with the error only when none is left).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +31,12 @@ from ..records import EpisodeRecord, encode_part
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, world_for
 from ._resume import Batch
 from ._summary import SummaryRow, summary_row
-from ._worker import EpisodeWorker, lost_record
+from ._worker import RECOVERY_S, EpisodeWorker, lost_record
 
 MAX_TRIES = 2
 """Times an episode is started before a dying worker makes it ``not_scored``."""
+REPLACEMENT_TRIES = 4
+"""Times a replacement worker is started (waiting 0.5, 1, 2 s between) before the pool gives up on it."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +54,8 @@ class Played:
 class _Actor:
     """The Ray actor's body (wrapped with ``ray.remote`` when a pool starts)."""
 
-    def __init__(self, config: RunConfig, agent_factory: AgentFactory | None) -> None:
-        self.worker = EpisodeWorker(config, agent_factory)
+    def __init__(self, config: RunConfig, agent_factory: AgentFactory | None, recovery_s: float) -> None:
+        self.worker = EpisodeWorker(config, agent_factory, recovery_s=recovery_s)
 
     def ready(self) -> int:
         return os.getpid()
@@ -80,6 +86,10 @@ class _Slot:
     """The Ray actor handle."""
     refs: list[Any] = field(default_factory=list)
     """Object refs of its queued and running calls."""
+    ready: bool = True
+    """Whether the actor has started (no call is queued on a replacement until it has)."""
+    starts: int = 0
+    """Failed starts of its current replacement."""
 
 
 class RayPool:
@@ -90,10 +100,11 @@ class RayPool:
         workers: Actors to start (each needs one CPU of the cluster).
         agent_factory: A picklable factory of fresh policies (None: the built-in ``config.agent``).
         inflight: Batches queued on each actor at a time.
+        recovery_s: How long each actor tries to reopen a failed database (see :mod:`._worker`).
     """
 
     def __init__(self, config: RunConfig, workers: int, *, agent_factory: AgentFactory | None = None,
-                 inflight: int = 2) -> None:
+                 inflight: int = 2, recovery_s: float = RECOVERY_S) -> None:
         import ray
 
         if workers < 1 or inflight < 1:
@@ -101,9 +112,12 @@ class RayPool:
         self.config = config
         self.inflight = inflight
         self.deaths = 0
+        self.given_up: list[str] = []
+        """Why each worker the pool gave up on (it died, and its replacements would not start) is gone."""
         self._world = world_for(config)
         self._remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Actor)
         self._agent_factory = agent_factory
+        self._recovery_s = recovery_s
         self._slots = [_Slot(self._spawn()) for _ in range(workers)]
         try:
             ray.get([s.actor.ready.remote() for s in self._slots])
@@ -113,7 +127,7 @@ class RayPool:
                                "and the agent factory import on every node") from exc
 
     def _spawn(self) -> Any:
-        return self._remote.remote(self.config, self._agent_factory)  # type: ignore[attr-defined]
+        return self._remote.remote(self.config, self._agent_factory, self._recovery_s)  # type: ignore[attr-defined]
 
     def __enter__(self) -> RayPool:
         return self
@@ -139,7 +153,7 @@ class RayPool:
         try:
             while todo or calls:
                 for slot in self._slots:
-                    while todo and len(slot.refs) < self.inflight:
+                    while slot.ready and todo and len(slot.refs) < self.inflight:
                         task = todo.popleft()
                         whole = task.specs == task.batch.specs
                         ref = slot.actor.play.remote(task.specs, whole, keep or not whole)
@@ -148,7 +162,12 @@ class RayPool:
                 ready, _ = ray.wait(list(calls), num_returns=1)
                 slot, maybe = calls.pop(ready[0])
                 if maybe is None:  # a replacement actor's ready() call
-                    _get(ready[0], "a replacement Ray worker could not start")
+                    try:
+                        _get(ready[0], "a replacement Ray worker could not start")
+                    except (RuntimeError, ray.exceptions.RayError) as exc:
+                        self._restart(slot, exc, calls)
+                    else:
+                        slot.ready, slot.starts = True, 0
                     continue
                 try:
                     done = [(maybe, _get(ready[0]))]
@@ -207,9 +226,26 @@ class RayPool:
                 done.append((task, Played((summary_row(record),), None, (record,))))
         todo.extendleft(reversed(again))
         ray.kill(slot.actor, no_restart=True)
-        slot.actor = self._spawn()
+        slot.actor, slot.ready = self._spawn(), False
         calls[slot.actor.ready.remote()] = (slot, None)
         return done
+
+    def _restart(self, slot: _Slot, exc: BaseException, calls: dict[Any, tuple[_Slot, _Task | None]]) -> None:
+        """A replacement died while starting: start it again after a pause, or give up on this worker."""
+        import ray
+
+        ray.kill(slot.actor, no_restart=True)
+        slot.starts += 1
+        if slot.starts >= REPLACEMENT_TRIES:
+            self._slots.remove(slot)
+            self.given_up.append(brief(exc))
+            if not self._slots:
+                raise RuntimeError(f"every Ray worker died and none could be started again "
+                                   f"({REPLACEMENT_TRIES} tries each): {brief(exc)}") from exc
+            return
+        time.sleep(0.5 * 2 ** (slot.starts - 1))
+        slot.actor = self._spawn()
+        calls[slot.actor.ready.remote()] = (slot, None)
 
 
 def _get(ref: Any, context: str | None = None, timeout: float | None = None) -> Any:

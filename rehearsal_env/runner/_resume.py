@@ -5,7 +5,17 @@ may hold credentials) and every planned episode. Batch ``i`` of the plan is
 written as part ``i`` of ``episodes.parquet/`` whichever worker finishes it
 and whenever, so the parts of a parallel run are the parts of a serial run.
 Resuming reads ``run.json`` back, reads the records already written and plays
-only the episodes that have none.
+only the episodes that have none. Before that it removes what cannot stand:
+
+- a damaged part (truncated, bytes changed, not in the manifest): removed, so its
+  episodes are played again and the part is rewritten;
+- the records of episodes not scored because a part other than the agent or the
+  world failed (:data:`REPLAYED_CAUSES`: the database, the model provider, the
+  sandbox, a worker): dropped from their part, so they are played again. Not scored
+  for the world's own code is kept (playing it again fails the same way).
+
+So a run cut short by a dead server, resumed, holds the records of an
+uninterrupted run.
 """
 
 from __future__ import annotations
@@ -14,15 +24,21 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from ..records import EPISODES_DIR
+import pyarrow.parquet as pq
+
+from ..records import EPISODES_DIR, MANIFEST, damaged_parts, forget_parts, part_files, read_part, write_part
+from ..verdict import NotScoredCause
 from ..worlds import World
 from ._plan import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
 from ._summary import SummaryRow, summary_rows, write_summary
 
 RUN_FILE = "run.json"
 RUN_FILE_VERSION = 1
+REPLAYED_CAUSES = frozenset({NotScoredCause.DATABASE.value, NotScoredCause.PROVIDER.value,
+                             NotScoredCause.SANDBOX.value, NotScoredCause.WORKER.value})
+"""Not-scored causes whose episodes ``--resume`` plays again (the failed part may work now)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +90,7 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState
             raise ValueError(f"{out / RUN_FILE} holds another run's config ({'; '.join(diff)}); resume with "
                              f"load_config({str(out)!r}), or start a new run in another directory")
         specs = load_plan(out)
-        has_parts = any((out / EPISODES_DIR).glob("part-*.parquet"))
+        has_parts = _prepare_resume(out)
         done = summary_rows(out) if has_parts else {}
     else:
         specs = plan(config, world)
@@ -97,9 +113,53 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState
     return RunState(config, world, tuple(specs), tuple(pending), previous)
 
 
+def _prepare_resume(out: Path) -> bool:
+    """Remove damaged parts and the records of episodes to play again (see the module docstring); return
+    whether any part is left."""
+    directory = out / EPISODES_DIR
+    try:
+        parts = part_files(out)
+    except FileNotFoundError:
+        return False
+    damaged = damaged_parts(parts)
+    for path in damaged:
+        path.unlink()
+    forget_parts(directory, [p.name for p in damaged])
+    for path in (p for p in parts if p not in damaged):
+        causes = pq.read_table(path, columns=["not_scored_cause"]).column("not_scored_cause").to_pylist()
+        if not REPLAYED_CAUSES.intersection(c for c in causes if c):
+            continue
+        number = int(path.stem.split("-")[1])
+        kept = [r for r in read_part(path) if r.not_scored_cause not in REPLAYED_CAUSES]
+        if kept:
+            write_part(out, kept, number)
+        else:
+            path.unlink()
+            forget_parts(directory, [path.name])
+    return any(directory.glob("part-*.parquet"))
+
+
 def finish_run(state: RunState, out: Path, played: Sequence[SummaryRow]) -> dict[str, Any]:
     """Write ``summary.json`` over the episodes recorded before and those ``played`` now; return it."""
     return write_summary(state.config, out, [*state.previous, *played])
+
+
+class RunStopped(RuntimeError):
+    """A run stopped before its end because a part it needs failed; ``summary.json`` covers what was recorded."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+        """The summary written for the episodes recorded."""
+
+
+def stop_run(state: RunState, out: Path, played: Sequence[SummaryRow], error: BaseException) -> NoReturn:
+    """Write ``summary.json`` for what was recorded and raise :class:`RunStopped` with a one-line message."""
+    summary = finish_run(state, out, played)
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    raise RunStopped(f"the run stopped after {summary['episodes']} of {len(state.specs)} episodes: {first}; "
+                     f"{out / 'summary.json'} covers those recorded; finish it with "
+                     f"`rehearsal run --resume {out}`", summary) from error
 
 
 def save_run(out: Path, config: RunConfig, specs: list[EpisodeSpec]) -> Path:
@@ -146,5 +206,5 @@ def _read(out: Path) -> dict[str, Any]:
 def _clear(out: Path) -> None:
     """Remove a previous run's plan, records and summary from ``out`` (nothing else)."""
     for path in [*(out / EPISODES_DIR).glob("part-*.parquet"), *(out / EPISODES_DIR).glob(".part-*.tmp"),
-                 out / RUN_FILE, out / "summary.json"]:
+                 out / EPISODES_DIR / MANIFEST, out / RUN_FILE, out / "summary.json"]:
         path.unlink(missing_ok=True)

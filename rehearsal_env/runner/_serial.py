@@ -1,7 +1,9 @@
 """Running serially in this process: plan, play the batches on one worker, write parts, summarize.
 
 The shared plan lives in :mod:`._plan`, playing an episode in :mod:`._play`;
-this module is only the serial loop.
+this module is only the serial loop. The run holds the directory's lock
+(:mod:`._lock`) throughout; a database that fails and cannot be reopened stops
+the run with a summary of what was recorded (:class:`~._resume.RunStopped`).
 """
 
 from __future__ import annotations
@@ -11,36 +13,49 @@ from pathlib import Path
 from typing import Any
 
 from ..records import EpisodeRecord, write_part
+from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._progress import Progress
-from ._resume import finish_run, start_run
+from ._resume import finish_run, start_run, stop_run
 from ._summary import SummaryRow, summary_row
-from ._worker import EpisodeWorker
+from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
 
 def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory | None = None,
         on_batch: Callable[[list[EpisodeRecord]], None] | None = None, resume: bool = False,
-        progress: bool = False) -> dict[str, Any]:
+        progress: bool = False, recovery_s: float = RECOVERY_S) -> dict[str, Any]:
     """Run serially in this process, write records and ``summary.json`` to ``out_dir``; return the summary.
 
     ``resume`` continues the run in ``out_dir`` (its ``run.json``), playing only unrecorded episodes;
-    ``progress`` draws a progress line on a terminal's stderr.
+    ``progress`` draws a progress line on a terminal's stderr; ``recovery_s``: how long to try reopening
+    a failed database before the run stops.
+
+    Raises:
+        RunLocked: another run holds ``out_dir``.
+        RunStopped: the database failed for good; ``summary.json`` covers what was recorded.
     """
     out = Path(out_dir)
-    state = start_run(config, out, resume=resume)
-    bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
-    worker = EpisodeWorker(state.config, agent_factory, world=state.world)
-    bar.start()
-    played: list[SummaryRow] = []
-    try:
-        for batch in state.pending:
-            done = worker.play_batch(batch.specs)
-            write_part(out, done, batch.part)
-            played.extend(summary_row(r) for r in done)
-            bar.update([r.outcome for r in done])
-            if on_batch:
-                on_batch(done)
-    finally:
-        worker.close()
-        bar.close()
-    return finish_run(state, out, played)
+    with run_lock(out, config.run_id):
+        state = start_run(config, out, resume=resume)
+        bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
+        played: list[SummaryRow] = []
+        worker = EpisodeWorker(state.config, agent_factory, world=state.world, recovery_s=recovery_s)
+        bar.start()
+        try:
+            for batch in state.pending:
+                try:
+                    done = worker.play_batch(batch.specs)
+                except DatabaseUnavailable as exc:
+                    if exc.records:
+                        write_part(out, exc.records, batch.part)
+                        played.extend(summary_row(r) for r in exc.records)
+                    stop_run(state, out, played, exc)
+                write_part(out, done, batch.part)
+                played.extend(summary_row(r) for r in done)
+                bar.update([r.outcome for r in done])
+                if on_batch:
+                    on_batch(done)
+        finally:
+            worker.close()
+            bar.close()
+        return finish_run(state, out, played)

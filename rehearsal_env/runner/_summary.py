@@ -11,7 +11,8 @@ from typing import Any, NamedTuple, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..records import RECORD_VERSION, VERSION_KEY, part_files
+from ..records import RECORD_VERSION, checked_parts, part_version
+from ..verdict import NotScoredCause
 from ._plan import RunConfig, write_provenance
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
@@ -40,6 +41,8 @@ class Summarized(Protocol):
     def rejected_attempts(self) -> int: ...
     @property
     def faults_injected(self) -> int: ...
+    @property
+    def not_scored_cause(self) -> str | None: ...
 
 
 class SummaryRow(NamedTuple):
@@ -63,6 +66,8 @@ class SummaryRow(NamedTuple):
     """Actions not carried out."""
     faults_injected: int
     """Scenario faults injected."""
+    not_scored_cause: str | None
+    """The part that failed when not scored (world, database, provider, sandbox, worker); None when scored."""
 
 
 def summary_row(record: Summarized) -> SummaryRow:
@@ -75,12 +80,12 @@ def summary_rows(run_dir: str | Path) -> dict[tuple[str, int], SummaryRow]:
 
     Raises:
         FileNotFoundError: no part files in ``run_dir``.
-        ValueError: a part written with another record version.
+        ValueError: a part written with another record version; a damaged part; parts of several runs.
     """
     names = ["scenario", "repeat", *SummaryRow._fields]
     tables = []
-    for path in part_files(run_dir):
-        version = (pq.read_schema(path).metadata or {}).get(VERSION_KEY.encode(), b"?").decode()
+    for path in checked_parts(run_dir):
+        version = part_version(path)
         if version != str(RECORD_VERSION):
             raise ValueError(f"{path}: expected episode records of version {RECORD_VERSION}, found "
                              f"{version}; finish this run with the rehearsal-env release that started it")
@@ -91,11 +96,15 @@ def summary_rows(run_dir: str | Path) -> dict[tuple[str, int], SummaryRow]:
 
 
 def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
-    """``summary.json``'s numbers. Not-scored episodes count in ``not_scored`` and nowhere else."""
+    """``summary.json``'s numbers. Not-scored episodes count in ``not_scored`` (and, by the part that failed,
+    in ``not_scored_by_cause``) and nowhere else."""
     scored = [r for r in records if r.outcome != "not_scored"]
     out: dict[str, Any] = {"episodes": len(records)}
     for outcome in OUTCOMES:
         out[outcome] = sum(r.outcome == outcome for r in records)
+    causes = [r.not_scored_cause or "unknown" for r in records if r.outcome == "not_scored"]
+    out["not_scored_by_cause"] = {c: causes.count(c) for c in [*(c.value for c in NotScoredCause), "unknown"]
+                                  if c in causes}
     rewards = [r.reward for r in scored if r.reward is not None]
     outcome_rewards = [r.outcome_reward for r in scored if r.outcome_reward is not None]
     out["mean_reward"] = sum(rewards) / len(rewards) if rewards else None
@@ -124,6 +133,8 @@ def format_table(summary: dict[str, Any]) -> str:
     lines = [f"{'outcome':<16}{'episodes':>9}{'share':>8}"]
     for outcome in OUTCOMES:
         lines.append(f"{outcome:<16}{summary[outcome]:>9}{summary[outcome] / n:>8.1%}")
+    for cause, count in (summary.get("not_scored_by_cause") or {}).items():
+        lines.append(f"{'  ' + cause:<16}{count:>9}")
     mean = summary["mean_reward"]
     lines.append(f"{'mean reward':<16}{'-' if mean is None else f'{mean:.3f}':>9}")
     lines.append("")

@@ -4,18 +4,40 @@ The serial runner holds one :class:`EpisodeWorker` in its own process; each
 Ray actor holds one in its process. Every episode runs ``env.reset`` on the
 worker's database, so reusing the env across episodes yields the same records
 as building a fresh env per episode (:func:`~rehearsal_env.runner.play`).
+
+**A database that fails** (the PostgreSQL server died, a connection broke):
+the episode it hit is recorded ``not_scored`` with cause ``database``, and the
+worker then reopens its database (a private server is started again by the
+backend; a DSN is reconnected to), trying with backoff for ``recovery_s``
+seconds. If it cannot, :class:`DatabaseUnavailable` stops the run: the runner
+writes ``summary.json`` for what was recorded, and ``--resume`` finishes it
+(playing again the episodes not scored for a failed part, see :mod:`._resume`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
 from ..records import EpisodeRecord, not_played_record
+from ..verdict import NotScoredCause, NotScoredError
 from ..worlds import World
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, run_provenance, world_for
 from ._play import play
+
+RECOVERY_S = 60.0
+"""How long a worker tries to reopen a failed database before the run stops."""
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The worker's database failed and could not be reopened in time: the run stops (``--resume`` later)."""
+
+    def __init__(self, message: str, records: Sequence[EpisodeRecord] = ()) -> None:
+        super().__init__(message)
+        self.records = list(records)
+        """The records played before the run stopped (the failed episode's last), to be written."""
 
 
 class EpisodeWorker:
@@ -25,17 +47,26 @@ class EpisodeWorker:
         config: The run's configuration.
         agent_factory: Makes a fresh policy per episode (None: the built-in agent ``config.agent``).
         world: The run's world (:func:`~._plan.world_for` of ``config`` when None).
-        database: An open database of the world to use and not close (opened here when None).
+        database: An open database of the world to use and not close (opened here when None; a given
+            database is not reopened when it fails, the run stops instead).
+        recovery_s: Seconds to try reopening a failed database before :class:`DatabaseUnavailable`.
     """
 
     def __init__(self, config: RunConfig, agent_factory: AgentFactory | None = None, *,
-                 world: World | None = None, database: Database | None = None) -> None:
+                 world: World | None = None, database: Database | None = None,
+                 recovery_s: float = RECOVERY_S) -> None:
         self.config = config
         self.agent_factory = agent_factory
         self.world = world or world_for(config)
+        self.recovery_s = recovery_s
+        self.recoveries = 0
+        """Times the database was reopened after a failure."""
         self._owns_db = database is None
-        self.db = database or open_database(self.world, config.backend, **config.backend_options)
+        self.db = database or self._open()
         self._envs: dict[str, RehearsalEnv] = {}
+
+    def _open(self) -> Database:
+        return open_database(self.world, self.config.backend, **self.config.backend_options)
 
     def env(self, scenario_id: str) -> RehearsalEnv:
         """The worker's env for a scenario, built on first use."""
@@ -47,12 +78,55 @@ class EpisodeWorker:
         return env
 
     def play(self, spec: EpisodeSpec) -> EpisodeRecord:
-        """One episode, reset to verdict, as a record."""
-        return play(self.config, self.world, self.db, spec, self.agent_factory, env=self.env(spec.scenario))
+        """One episode, reset to verdict, as a record; reopens the database after one that failed.
+
+        Raises:
+            DatabaseUnavailable: the database failed and could not be reopened within ``recovery_s``
+                (the failed episode's record is :attr:`DatabaseUnavailable.record`).
+        """
+        record = play(self.config, self.world, self.db, spec, self.agent_factory, env=self.env(spec.scenario))
+        if record.not_scored_cause == NotScoredCause.DATABASE.value:
+            self.recover(record)
+        return record
 
     def play_batch(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
-        """Episodes in order, as records."""
-        return [self.play(spec) for spec in specs]
+        """Episodes in order, as records (on :class:`DatabaseUnavailable`, those played so far are its
+        ``records``)."""
+        done: list[EpisodeRecord] = []
+        for spec in specs:
+            try:
+                done.append(self.play(spec))
+            except DatabaseUnavailable as exc:
+                exc.records = [*done, *exc.records]
+                raise
+        return done
+
+    def recover(self, failed: EpisodeRecord | None = None) -> None:
+        """Reopen the database (close the failed one, try again with backoff until ``recovery_s``)."""
+        if not self._owns_db:
+            raise DatabaseUnavailable(f"the run's database failed ({failed.reason if failed else '?'}) and was "
+                                      "given by the caller, so it is not reopened", [failed] if failed else [])
+        self._envs.clear()
+        try:
+            self.db.close()
+        except (DatabaseError, NotScoredError, OSError):
+            pass
+        deadline = time.monotonic() + self.recovery_s
+        delay, last = 0.2, "no attempt"
+        while True:
+            try:
+                self.db = self._open()
+                self.recoveries += 1
+                return
+            except (DatabaseError, NotScoredError, OSError) as exc:
+                last = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            if time.monotonic() + delay > deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise DatabaseUnavailable(f"the {self.config.backend} database failed and could not be reopened within "
+                                  f"{self.recovery_s:g} s (last error: {last}); start the server again and "
+                                  "finish the run with `rehearsal run --resume RUN_DIR`", [failed] if failed else [])
 
     def close(self) -> None:
         """Close the database if the worker opened it."""
@@ -60,15 +134,14 @@ class EpisodeWorker:
         if self._owns_db:
             try:
                 self.db.close()
-            except DatabaseError:
+            except (DatabaseError, NotScoredError, OSError):
                 pass
 
 
-def lost_record(config: RunConfig, world: World, spec: EpisodeSpec, reason: str) -> EpisodeRecord:
-    """The record of an episode that could not be played to a verdict: not scored, with the reason."""
+def lost_record(config: RunConfig, world: World, spec: EpisodeSpec, reason: str,
+                cause: NotScoredCause = NotScoredCause.WORKER) -> EpisodeRecord:
+    """The record of an episode that could not be played to a verdict: not scored, with the cause and reason."""
     return not_played_record(world.scenario(spec.scenario), run_id=config.run_id, agent=config.agent,
                              agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
-                             backend=config.backend, stress=config.stress, reason=reason,
+                             backend=config.backend, stress=config.stress, reason=reason, cause=cause,
                              provenance=run_provenance(config, world))
-
-

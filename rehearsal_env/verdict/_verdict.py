@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from ..checks import CheckResult
+from ._cause import NotScoredCause
 
 
 class Outcome(StrEnum):
@@ -82,26 +83,34 @@ class Verdict:
     """The episode's run metrics."""
     reason: str | None = None
     """Why the episode was not scored (None otherwise)."""
+    cause: NotScoredCause | None = None
+    """The part whose failure made the episode not scored (world, database, provider, sandbox,
+    worker); None when it was scored. Never the agent: what an agent sends is a rejected attempt."""
+
+    def __post_init__(self) -> None:
+        if (self.outcome is Outcome.NOT_SCORED) != (self.cause is not None):
+            raise ValueError(f"a verdict has a not-scored cause exactly when its outcome is not_scored; got "
+                             f"outcome {self.outcome.value} with cause {self.cause!r}")
 
     @property
     def outcome_reward(self) -> float | None:
         return self.outcome.reward
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {
             "outcome": self.outcome.value,
             "ending": self.ending.value,
             "outcome_reward": self.outcome_reward,
             "reason": self.reason,
+            "cause": None if self.cause is None else self.cause.value,
             "checks": [c.to_dict() for c in self.checks],
             "metrics": asdict(self.metrics),
         }
 
 
 def decide(goal: list[CheckResult], rules: list[CheckResult]) -> tuple[Outcome, str | None]:
-    """The outcome from check results: an errored check means the episode is not scored."""
+    """The outcome from check results: an errored check means the episode is not scored (cause ``world``:
+    a check the world cannot evaluate; a database that failed under a check raises instead, see ``judge``)."""
     errored = [c for c in (*goal, *rules) if c.error]
     if errored:
         first = errored[0]

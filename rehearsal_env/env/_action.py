@@ -1,0 +1,168 @@
+"""The agent's side of the line: an action is parsed and validated here, and anything malformed is
+a *rejected attempt*, never an environment failure.
+
+Attribution is a contract (:mod:`rehearsal_env.verdict`): whatever comes from an agent (the action,
+its JSON, the arguments, the answer, the reported usage) is checked before any of it reaches the
+world's code or a database, so that no action can make its own episode ``not_scored``:
+
+- an action that is not a ``str`` (``None``, an int, a dict: a custom policy's bug) is rejected;
+- an action longer than :data:`MAX_ACTION_CHARS` is rejected unread;
+- the JSON is parsed with a nesting limit of :data:`MAX_DEPTH` (deeper is rejected; the parser's own
+  ``RecursionError`` is caught here, where it happens);
+- text must be valid Unicode: a lone surrogate, raw in the action text or escaped in its JSON
+  (``"\\ud800"``), is rejected (an escaped *pair* is one character and is fine);
+- ``"usage": {"tokens": N}`` needs an int ``0 <= N <=`` :data:`MAX_TOKENS`; anything else rejects the
+  action (its tool is not called), so a wrong usage never reaches the records;
+- ``finish`` always ends the episode when its arguments are an object with a ``message``: an answer
+  (or message) that is not valid text is recorded as given, as text (JSON of a number or a list, a lone
+  surrogate or NUL as its ``\\u`` escape, cut at 4000 characters) and judged as any wrong answer is.
+
+Recorded text (the action in the trace, a reason) goes through :func:`record_text`, so a record never
+fails to encode whatever the agent sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+MAX_ACTION_CHARS = 1 << 20
+"""Longest action text parsed (1 Mi characters); a longer one is rejected unread."""
+MAX_DEPTH = 32
+"""Deepest nesting of arrays and objects in an action's JSON (the action object itself is depth 1)."""
+MAX_TOKENS = 10**9
+"""Most tokens one action may report in ``usage``."""
+MAX_RECORDED_CHARS = 1 << 16
+"""Longest action text kept in the trace; a longer one is cut, saying how long it was."""
+MAX_ANSWER_CHARS = 4000
+"""Longest ``finish`` text argument kept (the tool schema's string limit)."""
+FINISH = "finish"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Rejected(Exception):
+    """An action that is not carried out; the message tells the agent what to fix."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed action, not yet checked against its tool's schema."""
+
+    tool: str
+    """The tool's name."""
+    args: Any
+    """The ``args`` value as sent (``{}`` when absent)."""
+    tokens: int | None
+    """Tokens reported in ``usage`` (None: no usage)."""
+
+
+def record_text(text: str, limit: int | None = None) -> str:
+    """``text`` safe to store: lone surrogates as ``\\uXXXX`` escapes, cut at ``limit`` characters."""
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}...[cut: {len(text)} characters in all]"
+    return text
+
+
+def action_text(action: object) -> str:
+    """The action as recorded in the trace: the text as sent (made safe, see :func:`record_text`), or the
+    type and repr of a non-text action."""
+    if isinstance(action, str):
+        return record_text(action, MAX_RECORDED_CHARS)
+    try:
+        shown = repr(action)
+    except Exception as exc:  # a policy's object whose repr fails is still recorded
+        shown = f"(repr failed: {type(exc).__name__})"
+    return record_text(f"<not text: {type(action).__name__}> {shown}", MAX_RECORDED_CHARS)
+
+
+def _shown(action: str) -> str:
+    return repr(record_text(action[:80]))
+
+
+def parse_action(action: object) -> Action:
+    """The action's tool, arguments and usage; raises :class:`Rejected` saying what was wrong."""
+    if not isinstance(action, str):
+        raise Rejected(f'malformed action: expected text (a str holding JSON {{"tool": NAME, "args": {{...}}}}), '
+                       f"got {type(action).__name__}; a policy returns the JSON as a string")
+    if len(action) > MAX_ACTION_CHARS:
+        raise Rejected(f"malformed action: expected at most {MAX_ACTION_CHARS} characters, got {len(action)}; "
+                       "send a shorter action")
+    if _SURROGATE.search(action):
+        raise Rejected("malformed action: the text holds a lone surrogate (not valid Unicode), e.g. at "
+                       f"position {_SURROGATE.search(action).start()}; send valid UTF-8 text")  # type: ignore[union-attr]
+    try:
+        data = json.loads(action)
+    except RecursionError:
+        raise Rejected(f"malformed action: JSON nested deeper than {MAX_DEPTH} levels; "
+                       'send {"tool": NAME, "args": {...}} with flat arguments') from None
+    except ValueError as exc:
+        raise Rejected(f'malformed action: expected JSON {{"tool": NAME, "args": {{...}}}}, '
+                       f"got {_shown(action)} ({exc})") from None
+    if _depth(data) > MAX_DEPTH:
+        raise Rejected(f"malformed action: JSON nested deeper than {MAX_DEPTH} levels; "
+                       'send {"tool": NAME, "args": {...}} with flat arguments')
+    if not isinstance(data, dict) or not isinstance(data.get("tool"), str):
+        raise Rejected(f'malformed action: expected a JSON object with a string "tool", got {_shown(action)}')
+    extra = sorted(set(data) - {"tool", "args", "usage"})
+    if extra:
+        raise Rejected(f'malformed action: unexpected key(s) {record_text(str(extra), 200)}; send "tool", '
+                       '"args" and optionally "usage"')
+    tokens = _tokens(data.get("usage")) if "usage" in data else None
+    name: str = data["tool"]
+    args = data.get("args", {})
+    if name == FINISH and isinstance(args, dict):
+        args = {k: _as_answer(v) if k in ("message", "answer") else v for k, v in args.items()}
+    if _has_surrogate(name) or _has_surrogate(args):
+        raise Rejected("malformed action: a text value holds a lone surrogate (an unpaired \\ud800-\\udfff "
+                       "escape is not valid Unicode); send valid text")
+    return Action(name, args, tokens)
+
+
+def _tokens(usage: Any) -> int:
+    tokens = usage.get("tokens") if isinstance(usage, dict) else None
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 0 <= tokens <= MAX_TOKENS:
+        shown = record_text(json.dumps(usage, default=str), 120)
+        raise Rejected(f'malformed action: "usage" must be {{"tokens": N}} with an integer 0 <= N <= '
+                       f"{MAX_TOKENS}, got {shown}; the call was not carried out")
+    return tokens
+
+
+def _as_answer(value: Any) -> str:
+    """A ``finish`` text argument as text, whatever arrived (see the module docstring)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return record_text(text.replace("\x00", "\\u0000"))[:MAX_ANSWER_CHARS]
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion (a scalar is 0)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _has_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

@@ -1,0 +1,155 @@
+"""The manifest of a run's parts, and the checks every reader makes before it trusts them.
+
+``episodes.parquet/_manifest.json`` lists each part written (its SHA-256, bytes and
+rows), updated as each part is written (under a file lock, so the writer threads
+of a Ray run do not lose each other's entries). The leading ``_`` keeps the file
+out of ``pyarrow.dataset`` and of ``*.parquet`` globs.
+
+Before reading, :func:`verify_parts` checks every part against the manifest (a
+part missing from it, truncated, with bytes flipped, or not Parquet at all) and
+raises :class:`RecordsDamaged`, naming the file, the problem and the remedy;
+:func:`check_one_run` refuses a directory whose parts carry more than one run
+id. A directory written before manifests existed (no ``_manifest.json``) is read
+unverified. ``rehearsal eval verify RUN_DIR`` runs both checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from filelock import FileLock
+
+MANIFEST = "_manifest.json"
+"""The manifest's file name inside ``episodes.parquet/``."""
+MANIFEST_VERSION = 1
+REMEDY = ("`rehearsal run --resume RUN_DIR` plays that part's episodes again and rewrites it; "
+          "`rehearsal eval verify RUN_DIR` checks the whole directory")
+
+
+class RecordsDamaged(ValueError):
+    """A part of a run's records that cannot be trusted: the message names the file, the problem, the remedy."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}; {REMEDY}")
+        self.path = path
+        """The damaged part."""
+        self.problem = problem
+        """What is wrong with it."""
+
+
+class MixedRuns(ValueError):
+    """A directory whose parts carry more than one run id (two runs wrote into it)."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _lock(directory: Path) -> FileLock:
+    return FileLock(str(directory / ".manifest.lock"))
+
+
+def read_manifest(directory: Path) -> dict[str, dict[str, Any]] | None:
+    """``{part name: {"sha256", "bytes", "rows"}}``, or None when the directory has no manifest."""
+    path = directory / MANIFEST
+    try:
+        body = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RecordsDamaged(path, f"the manifest cannot be read ({exc})") from None
+    if body.get("version") != MANIFEST_VERSION:
+        raise RecordsDamaged(path, f"expected manifest version {MANIFEST_VERSION}, found {body.get('version')!r}")
+    return dict(body["parts"])
+
+
+def _write_manifest(directory: Path, parts: dict[str, dict[str, Any]]) -> None:
+    path = directory / MANIFEST
+    tmp = directory / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps({"version": MANIFEST_VERSION, "parts": dict(sorted(parts.items()))}, indent=1))
+    os.replace(tmp, path)
+
+
+def note_part(path: Path, data: bytes) -> None:
+    """Add (or replace) a written part's entry in its directory's manifest."""
+    rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+    with _lock(path.parent):
+        parts = read_manifest(path.parent) or {}
+        parts[path.name] = {"sha256": sha256(data), "bytes": len(data), "rows": rows}
+        _write_manifest(path.parent, parts)
+
+
+def forget_parts(directory: Path, names: Sequence[str]) -> None:
+    """Drop parts' entries from the manifest (the parts themselves are removed by the caller)."""
+    with _lock(directory):
+        parts = read_manifest(directory)
+        if parts is None:
+            return
+        for name in names:
+            parts.pop(name, None)
+        _write_manifest(directory, parts)
+
+
+def problem_of(path: Path, entry: dict[str, Any] | None, listed: bool) -> str | None:
+    """What is wrong with one part (None: nothing)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"cannot be read ({exc})"
+    if listed:
+        if entry is None:
+            return "is not in the manifest (written by another program, or the run stopped while writing it)"
+        if len(data) != entry["bytes"]:
+            return f"has {len(data)} bytes, the manifest says {entry['bytes']} (truncated or overwritten)"
+        if sha256(data) != entry["sha256"]:
+            return "does not match its SHA-256 in the manifest (its bytes changed after it was written)"
+    try:
+        rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+    except (pa.ArrowException, OSError) as exc:
+        return f"is not a readable Parquet file ({exc})"
+    if listed and entry is not None and rows != entry["rows"]:
+        return f"holds {rows} rows, the manifest says {entry['rows']}"
+    return None
+
+
+def damaged_parts(parts: Sequence[Path]) -> dict[Path, str]:
+    """Each damaged part among ``parts`` (all of one directory) with its problem."""
+    if not parts:
+        return {}
+    manifest = read_manifest(parts[0].parent)
+    out = {}
+    for path in parts:
+        entry = None if manifest is None else manifest.get(path.name)
+        problem = problem_of(path, entry, manifest is not None)
+        if problem is not None:
+            out[path] = problem
+    return out
+
+
+def verify_parts(parts: Sequence[Path]) -> None:
+    """Raise :class:`RecordsDamaged` for the first damaged part (see the module docstring)."""
+    for path, problem in damaged_parts(parts).items():
+        raise RecordsDamaged(path, problem)
+
+
+def check_one_run(parts: Sequence[Path]) -> str | None:
+    """The one run id the parts carry (None for no rows); :class:`MixedRuns` when they carry more."""
+    ids: dict[str, list[str]] = {}
+    for path in parts:
+        for run_id in pc.unique(pq.read_table(path, columns=["run_id"]).column("run_id")).to_pylist():
+            ids.setdefault(str(run_id), []).append(path.name)
+    if len(ids) > 1:
+        named = "; ".join(f"{run_id} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+                          for run_id, names in sorted(ids.items()))
+        directory = parts[0].parent
+        raise MixedRuns(f"{directory} holds records of {len(ids)} runs: {named}. The directory mixes runs "
+                        "(two runs wrote into the same --out); read each run from its own directory")
+    return next(iter(ids), None)
