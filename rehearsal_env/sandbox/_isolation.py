@@ -93,20 +93,24 @@ def _clock(db: SandboxDatabase) -> SandboxFact:
     import psycopg
 
     with psycopg.connect(db.sandbox.admin_dsn(), autocommit=True) as conn:
-        row = conn.execute("SELECT to_char(now(), 'YYYY-MM-DD\"T\"HH24:MI:SS')").fetchone()
+        row = conn.execute("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI')").fetchone()
     db_now = str(row[0]) if row else "?"
-    seen = {"database now()": db_now}
+    seen: dict[str, str] = {}
     if db.application is not None:
         _, health = db.request("GET", "/health", query={}, body=None, headers={})
         if isinstance(health, dict):
-            seen.update({"application clock": str(health.get("clock")),
-                         "application OS clock": str(health.get("os_time", ""))[:19]})
+            seen = {"application clock": str(health.get("clock"))[:16],
+                    "application OS clock": str(health.get("os_time", ""))[:16]}
+    _, emulator = db.sandbox.exec("emulator", ["date", "-u", "+%Y-%m-%dT%H:%M"])
+    seen["emulator OS clock"] = emulator.strip()
     anchor = db.world.data_anchor.isoformat()
     holds = all(value[:10] == anchor for value in seen.values())
-    shown = "; ".join(f"{k} {v[:16]}" for k, v in seen.items())
+    shown = "; ".join(f"{k} {v}" for k, v in seen.items())
     return SandboxFact("clock", holds, f"the world's clock is {db.world.now}; measured inside the sandbox: {shown} "
-                       "(libfaketime starts each container's clock at the world's clock; the application stamps "
-                       "writes with its own frozen clock setting)")
+                       "(libfaketime moves each container's clock to the world's clock at start; the application "
+                       f"stamps writes with its own frozen clock setting). The database's own clock is the real "
+                       f"one (now() read {db_now[:10]}): PostgreSQL's timeouts misfire under libfaketime, and "
+                       "nothing reads that clock (checks refuse it; tools write the world's clock as a value)")
 
 
 def measure_isolation(db: SandboxDatabase) -> tuple[SandboxFact, ...]:

@@ -5,11 +5,13 @@ episodes):
 
 * a Docker network created with ``internal=True`` (no route off the bridge);
 * ``db``: PostgreSQL from Debian (the base image), its data on a tmpfs (no
-  volume), a random password, under libfaketime so its clock starts at the
-  world's clock;
+  volume), a random password, on the real clock (see :func:`faketime_env`);
 * ``email`` / ``payments``: the emulator container, recording every request in
   the application's ``service_requests`` table;
 * ``app``: the world's application image.
+
+The emulators and the application run under libfaketime, so their clocks read
+the world's clock when the sandbox starts.
 
 Every container's default route is deleted right after it starts (a helper
 container joins its network namespace with ``NET_ADMIN``; the application
@@ -35,6 +37,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +64,17 @@ exec runuser -u postgres -- /usr/lib/postgresql/15/bin/postgres -D /pg/data -c l
 
 
 def faketime_env(now: str) -> dict[str, str]:
-    """libfaketime settings that start a container's clock at ``now`` (ISO-8601) and let it run."""
-    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": "@" + now.replace("T", " ")[:19],
-            "FAKETIME_NO_CACHE": "1"}
+    """libfaketime settings that move a container's clock to ``now`` (ISO-8601, UTC) and let it run.
+
+    A fixed offset from the real clock, the same for every process of the container. Not for
+    PostgreSQL: under libfaketime (offset or ``@start`` mode, monotonic clock moved or not) its
+    session timeouts fired seconds after they were armed (a 10-minute idle-in-transaction timeout
+    after 10 to 15 s), so the database runs on the real clock; nothing of the world reads it
+    (checks refuse the server clock, tools write the world's clock as a value).
+    """
+    target = datetime.fromisoformat(now).replace(tzinfo=UTC)
+    offset = int((target - datetime.now(UTC)).total_seconds())
+    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": f"{offset:+d}"}
 
 
 @dataclass(frozen=True)
@@ -108,11 +119,12 @@ class Sandbox:
 
     # -- containers ---------------------------------------------------------------
     def start(self, role: str, image: str, command: list[str], env: Mapping[str, str],
-              aliases: tuple[str, ...], **extra: Any) -> Running:
+              aliases: tuple[str, ...], *, fake_clock: bool = True, **extra: Any) -> Running:
         """Start one container on the sandbox network and delete its default route."""
         name = f"{self.prefix}-{role}"
+        clock = faketime_env(self.now) if fake_clock else {}
         container = self.client.containers.create(
-            image, command, name=name, environment={**faketime_env(self.now), **env},
+            image, command, name=name, environment={**clock, **env},
             labels={**self.labels, "rehearsal.role": role}, network=self.network.name, detach=True,
             hostname=role, **extra)
         self.network.disconnect(container)
@@ -135,7 +147,7 @@ class Sandbox:
 
     def start_database(self) -> Running:
         return self.start("db", self.base.tag, ["sh", "-c", _DB_SCRIPT], {"PGPASSWORD": self.password},
-                          ("db",), tmpfs={"/pg": "rw,size=512m"})
+                          ("db",), fake_clock=False, tmpfs={"/pg": "rw,size=512m"})
 
     def admin_dsn(self, dbname: str = "postgres") -> str:
         return (f"host={self.containers['db'].ip} port={PG_PORT} user=postgres password={self.password} "
