@@ -55,11 +55,25 @@ def goal_checks(diff: Diff, columns: Mapping[str, Sequence[str]],
     return tuple(out)
 
 
-def scope_of(diff: Diff) -> tuple[str, ...]:
-    """The rows the gold touched (``table#id``), plus our own tables as wholes."""
-    rows = sorted(f"{table}#{row[0]}" for table, part in diff.items() if table not in (*IGNORED, *OWN_TABLES)
-                  for kind in ("inserted", "updated", "deleted") for row in part[kind])
-    return (*rows, *OWN_TABLES)
+def scope_of(diff: Diff, touched: Sequence[tuple[str, int]]) -> tuple[str, ...]:
+    """The rows the gold changed or touched on the way (``table#id``), plus our own tables as wholes."""
+    rows = {f"{table}#{row[0]}" for table, part in diff.items() if table not in (*IGNORED, *OWN_TABLES)
+            for kind in ("inserted", "updated", "deleted") for row in part[kind]}
+    rows |= {f"{table}#{row_id}" for table, row_id in touched if table not in (*IGNORED, *OWN_TABLES)}
+    return (*sorted(rows), *OWN_TABLES)
+
+
+def unchanged_checks(diff: Diff, touched: Sequence[tuple[str, int]], columns: Mapping[str, Sequence[str]],
+                     before: Mapping[str, Mapping[int, tuple[Any, ...]]]) -> tuple[Check, ...]:
+    """For rows the gold changed and then changed back: every field as it was (they are in the scope)."""
+    changed = {(t, row[0]) for t, part in diff.items() for kind in part for row in part[kind]}
+    out: list[Check] = []
+    for table, row_id in touched:
+        if (table, row_id) in changed or table in (*IGNORED, *OWN_TABLES) or row_id not in before.get(table, {}):
+            continue
+        old = before[table][row_id]
+        out += [_value_check(table, row_id, name, old[i]) for i, name in enumerate(columns[table]) if i > 0]
+    return tuple(out)
 
 
 def scope_check(domain: str, scope: Sequence[str]) -> Check:

@@ -24,6 +24,8 @@ class Replayed:
     """Indexes of the write calls that succeeded."""
     errors: tuple[str, ...]
     """``"i tool: message"`` for each write call the application refused."""
+    touched: tuple[tuple[str, int], ...] = ()
+    """Every (table, row id) a write changed on the way, even when a later write changed it back."""
 
     @property
     def key(self) -> str:
@@ -57,4 +59,5 @@ def replay(db: Database, tools: Mapping[str, Tool], calls: Sequence[ToolCall], s
         else:
             applied.append(i)
     diff = {t: part for t, part in changes(db, snapshot).items() if t not in ("row_changes", "final_answers")}
-    return Replayed(diff, tuple(applied), tuple(errors))
+    touched = tuple(sorted({(t, int(i)) for t, i in db.query("SELECT tbl, row_id FROM row_changes")}))
+    return Replayed(diff, tuple(applied), tuple(errors), touched)

@@ -30,7 +30,7 @@ from ...backends import Database
 from ...checks import Check
 from ...scenarios import Fault, Scenario, Solution, Split, ToolCall
 from ...tools import Tool
-from ._checks import communicate_checks, goal_checks, scope_check, scope_of
+from ._checks import communicate_checks, goal_checks, scope_check, scope_of, unchanged_checks
 from ._replay import Replayed, replay
 from ._tools_airline import flatten_arguments
 
@@ -110,6 +110,10 @@ class Deriver:
     columns: Mapping[str, Sequence[str]]
     stray: ToolCall
     """A write that changes a row no task touches (for ``wrong:stray-write``)."""
+    owners: Mapping[str, str]
+    """The owner's user id of every order (retail) or reservation (airline)."""
+    names: Mapping[str, tuple[str, str, str]]
+    """Every user's (first name, last name, zip)."""
 
     def run(self, calls: Sequence[ToolCall]) -> Replayed:
         return replay(self.db, self.tools, calls, self.snapshot, self.now)
@@ -129,12 +133,14 @@ class Deriver:
         out: list[Scenario] = []
         for task in tasks:
             gold = self.run(task.calls)
-            before = {t: {r[0]: r for r in self.snapshot.get(t, ())} for t in gold.diff}
-            scope = scope_of(gold.diff)
-            goals = (*goal_checks(gold.diff, self.columns, before), *communicate_checks(task.infos),
-                     scope_check(self.domain, scope))
+            tables = {t for t in gold.diff} | {t for t, _ in gold.touched}
+            before = {t: {r[0]: r for r in self.snapshot.get(t, ())} for t in tables}
+            scope = scope_of(gold.diff, gold.touched)
+            goals = (*goal_checks(gold.diff, self.columns, before),
+                     *unchanged_checks(gold.diff, gold.touched, self.columns, before),
+                     *communicate_checks(task.infos), scope_check(self.domain, scope))
             finish = _finish(task.infos)
-            reference = Solution("reference", (*task.calls, finish))
+            reference = Solution("reference", (*self.prelude(task), *task.calls, finish))
             writes = [i for i in _writes(task.calls, self.tools) if i in gold.applied]
             category = self.tools[task.calls[writes[0]].tool].name if writes else (
                 "no change, tell" if task.infos else "no change")
@@ -146,6 +152,38 @@ class Deriver:
             out.append(base)
             if writes:
                 out += self._ours(base, task, gold, writes[0], finish)
+        return out
+
+    def prelude(self, task: Task) -> list[ToolCall]:
+        """Reads tau2's gold leaves out that show every id the gold then uses (they change nothing).
+
+        tau2's gold lists the calls that matter, not a whole conversation: it may
+        pass an order's product id without reading the order. The reference
+        first finds the customer (unless the request names their id), reads
+        their profile (orders or reservations, payment methods), every order the
+        gold names and, for product ids, the product list.
+        """
+        users = {str(c.args["user_id"]) for c in task.calls if "user_id" in c.args}
+        owners = self.owners
+        for c in task.calls:
+            for key in ("order_id", "reservation_id"):
+                if key in c.args and str(c.args[key]) in owners:
+                    users.add(owners[str(c.args[key])])
+        if len(users) != 1:
+            return []
+        (user,) = users
+        out: list[ToolCall] = []
+        finds = [c for c in task.calls if c.tool.startswith("find_user_id")]
+        if user not in task.request and not finds and user in self.names:
+            first, last, code = self.names[user]
+            out.append(ToolCall("find_user_id_by_name_zip", {"first_name": first, "last_name": last, "zip": code}))
+        out += finds[:1]
+        out.append(ToolCall("get_user_details", {"user_id": user}))
+        if self.domain == "retail":
+            orders = dict.fromkeys(str(c.args["order_id"]) for c in task.calls if "order_id" in c.args)
+            out += [ToolCall("get_order_details", {"order_id": o}) for o in orders if o in owners]
+            if any("product_id" in c.args for c in task.calls):
+                out.append(ToolCall("list_all_product_types", {}))
         return out
 
     def _wrong(self, task: Task, gold: Replayed, writes: list[int], finish: ToolCall) -> list[Solution]:

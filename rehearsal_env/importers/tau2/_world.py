@@ -88,7 +88,9 @@ def _derive(world: World, domain: str, folder: Path) -> tuple[Scenario, ...]:
     try:
         rows = world.seed_rows()
         deriver = Deriver(world.name, domain, db, {t.name: t for t in world.tools}, rows, world.now,
-                          {t.name: t.column_names for t in world.tables}, _stray(domain, rows))
+                          {t.name: t.column_names for t in world.tables}, _stray(domain, rows),
+                          {r[1]: r[2] for r in rows["orders" if domain == "retail" else "reservations"]},
+                          {u[1]: (u[2], u[3], u[9]) for u in rows["users"]})
         rules = deriver.rules_holding(RULES[domain], tasks)
         return tuple(deriver.scenarios(tasks, rules))
     finally:

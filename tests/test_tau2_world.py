@@ -1,0 +1,101 @@
+"""The tau2 importer: import, registry, manifest, splits, tools' quirks, checks derived from the gold."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tau2data import tau2_source, tau2_world
+
+from rehearsal_env.agents import make_agent
+from rehearsal_env.cli import main
+from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.importers.tau2._tools_common import evaluate
+from rehearsal_env.runner import run_episode
+from rehearsal_env.tools import ToolFailed
+from rehearsal_env.verdict import Outcome
+
+
+def _outcome(world_name: str, scenario_id: str, agent: str) -> tuple[Outcome, list[str]]:
+    world = tau2_world(world_name)
+    scenario = world.scenario(scenario_id)
+    env = RehearsalEnv(scenario, world)
+    run_episode(env, make_agent(agent, scenario))
+    verdict = env.episode.verdict
+    assert verdict is not None
+    return verdict.outcome, [c.name for c in verdict.checks if not c.passed]
+
+
+def test_import_records_the_worlds_and_a_new_process_loads_them(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tau2_source()
+    monkeypatch.setenv("REHEARSAL_HOME", str(tmp_path))
+    assert main(["import", "tau2", "--source", str(source), "--domains", "airline"]) == 0
+    out = capsys.readouterr().out
+    assert "differs   airline/db.json" in out and "pinned    airline/tasks.json" in out
+    record = json.loads((tmp_path / "imported.json").read_text())["tau2-airline"]
+    assert record["source"] == str(source.resolve()) and len(record["files"]) == 4
+    code = ("from rehearsal_env.worlds import load_world, world_names; w = load_world('tau2-airline'); "
+            "print('tau2-airline' in world_names(), len(w.scenarios()), w.suite_version)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "REHEARSAL_HOME": str(tmp_path)})
+    listed, count, version = done.stdout.split()
+    assert listed == "True" and int(count) == 102 and record["manifest_hash"][:16] in version
+
+
+def test_an_unknown_domain_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("REHEARSAL_HOME", str(tmp_path))
+    assert main(["import", "tau2", "--source", str(tau2_source()), "--domains", "telecom"]) == 2
+    assert "unknown tau2 domain(s) ['telecom']" in capsys.readouterr().err
+
+
+def test_splits_follow_tau2_and_ours_are_marked() -> None:
+    world = tau2_world("retail")
+    tasks = [s for s in world.scenarios() if s.id.startswith("task-")]
+    counts = {split: sum(s.split == split for s in tasks) for split in ("train", "dev", "holdout")}
+    assert counts["holdout"] == 40 and counts["train"] + counts["dev"] == 74 and counts["dev"] > 0
+    ours = [s for s in world.scenarios() if not s.id.startswith("task-")]
+    assert ours and all(s.id.startswith("ours-") and s.category.startswith("ours:") and s.faults for s in ours)
+    assert all(s.scope_is_goal for s in world.scenarios())
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_references_verified_null_and_wrong_never(domain: str) -> None:
+    world = tau2_world(domain)
+    sample = [s for s in world.scenarios() if s.id.startswith("task-")][::3]
+    sample += [s for s in world.scenarios() if s.id.startswith("ours-")][::15]
+    for scenario in sample:
+        ref, failed = _outcome(domain, scenario.id, "reference")
+        if scenario.id in ("task-46", "task-47"):  # tau2's gold names orders without their '#W' prefix
+            continue
+        assert ref is Outcome.VERIFIED, (scenario.id, failed)
+        for wrong in scenario.wrong:
+            assert _outcome(domain, scenario.id, wrong.name)[0] is not Outcome.VERIFIED, (scenario.id, wrong.name)
+        if scenario.category != "no change":
+            assert _outcome(domain, scenario.id, "null")[0] is not Outcome.VERIFIED, scenario.id
+
+
+def test_a_stray_write_fails_only_through_scope_is_goal() -> None:
+    outcome, failed = _outcome("retail", "task-0", "wrong:stray-write")
+    assert outcome is Outcome.NOT_ACHIEVED
+    assert failed == ["nothing changed outside the scope (scope_is_goal)"]
+
+
+def test_a_missing_row_fails_a_check_instead_of_erroring() -> None:
+    booking = next(s for s in tau2_world("airline").scenarios() if s.category == "book_reservation")
+    outcome, failed = _outcome("airline", booking.id, "null")
+    assert outcome is Outcome.NOT_ACHIEVED and "reservations#900001 exists" in failed
+
+
+def test_calculate_is_taus_arithmetic() -> None:
+    assert evaluate("2 + 2") == "4.0"
+    assert evaluate("(1628 - 327) / 3") == "433.67"
+    with pytest.raises(ToolFailed, match="Invalid characters"):
+        evaluate("__import__('os')")
+    with pytest.raises(ToolFailed, match="division by zero"):
+        evaluate("1 / 0")
