@@ -1,0 +1,145 @@
+"""Worlds from a folder: world.toml + scenarios/*.toml, sql tools, errors that name file, line and fix."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rehearsal_env.agents import make_agent
+from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.runner import run_episode
+from rehearsal_env.verdict import Outcome
+from rehearsal_env.worlds import (
+    WorldFolderError,
+    add_world_folder,
+    application_of,
+    load_world,
+    load_world_folder,
+    world_names,
+)
+
+NOTES = Path(__file__).parent / "worlds" / "notes"
+
+
+def _play(world, scenario, solution: str, backend: str = "sqlite", **options):
+    env = RehearsalEnv(scenario, world, backend=backend, **options)
+    try:
+        result = run_episode(env, make_agent(solution, scenario))
+        return result.verdict, env.digest()
+    finally:
+        env.close()
+
+
+def test_a_path_works_where_a_world_name_goes() -> None:
+    world = load_world(str(NOTES))
+    assert world.name == "notes"
+    assert [t.name for t in world.tools] == ["find_user", "list_notes", "add_note", "edit_note", "delete_note"]
+    assert {s.split for s in world.scenarios()} == {"train", "dev", "holdout"}
+    assert application_of(world) is None  # sql tools only: it runs in process
+    assert world.seed_rows()["notes"][3] == (4, 2, "Old idea; it's obsolete", 0, "2025-06-20T09:00:00", None)
+
+
+def test_world_add_records_the_folder_under_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REHEARSAL_HOME", str(tmp_path / "home"))
+    copy = tmp_path / "notes-copy"
+    shutil.copytree(NOTES, copy)
+    text = (copy / "world.toml").read_text().replace('name = "notes"', 'name = "notes-added"', 1)
+    (copy / "world.toml").write_text(text)
+    add_world_folder(copy)
+    assert "notes-added" in world_names()
+    assert load_world("notes-added").name == "notes-added"
+
+
+def test_reference_verified_null_and_wrong_not_on_sqlite() -> None:
+    world = load_world_folder(NOTES)
+    for scenario in world.scenarios():
+        assert _play(world, scenario, "reference")[0].outcome is Outcome.VERIFIED, scenario.id
+        assert _play(world, scenario, "null")[0].outcome is Outcome.NOT_ACHIEVED, scenario.id
+        for wrong in scenario.wrong:
+            outcome = _play(world, scenario, wrong.name)[0].outcome
+            assert outcome in (Outcome.NOT_ACHIEVED, Outcome.RULE_VIOLATED), (scenario.id, wrong.name)
+
+
+def test_postgres_reaches_the_same_verdicts_and_digests(postgres_dsn: str) -> None:
+    world = load_world_folder(NOTES)
+    for scenario in world.scenarios():
+        for solution in ("reference", *(w.name for w in scenario.wrong)):
+            lite, lite_digest = _play(world, scenario, solution)
+            pg, pg_digest = _play(world, scenario, solution, "postgres", dsn=postgres_dsn)
+            assert (pg.outcome, pg_digest) == (lite.outcome, lite_digest), (scenario.id, solution)
+        assert _play(world, scenario, "reference", "postgres", dsn=postgres_dsn)[0].outcome is Outcome.VERIFIED
+
+
+def test_sql_tool_refuses_a_missing_row_as_the_application() -> None:
+    world = load_world_folder(NOTES)
+    scenario = world.scenario("clean-up-0003")
+    env = RehearsalEnv(scenario, world, stress=False)
+    try:
+        env.reset(seed=0)
+        observation, *_ = env.step('{"tool": "delete_note", "args": {"note_id": 999}}')
+        assert '"status": "error"' in observation and "no note 999" in observation
+    finally:
+        env.close()
+
+
+def test_http_tools_off_the_sandbox_are_the_environment_failing() -> None:
+    world = load_world("reviews")
+    scenario = world.scenarios()[0]
+    verdict, _ = _play(world, scenario, "reference")
+    assert verdict.outcome is Outcome.NOT_SCORED
+    assert "--backend docker" in (verdict.reason or "")
+
+
+# -- errors name file, line and fix -----------------------------------------------------------
+def _broken(tmp_path: Path, old: str, new: str, file: str = "world.toml") -> Path:
+    copy = tmp_path / "broken"
+    shutil.copytree(NOTES, copy)
+    path = copy / file
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return copy
+
+
+def _line_of(folder: Path, file: str, needle: str) -> int:
+    return next(i for i, line in enumerate((folder / file).read_text().splitlines(), 1) if needle in line)
+
+
+def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    folder = _broken(tmp_path, 'description = "Keeps', 'description = Keeps')
+    with pytest.raises(WorldFolderError, match=rf"world.toml:{_line_of(folder, 'world.toml', 'description = Keeps')}: "
+                                               r"not valid TOML.*Fix:"):
+        load_world_folder(folder)
+
+
+def test_unknown_tool_of_a_role_names_the_line_and_the_known_tools(tmp_path: Path) -> None:
+    folder = _broken(tmp_path, 'tools = ["find_user", "list_notes"]', 'tools = ["find_user", "list_nots"]')
+    line = _line_of(folder, "world.toml", "list_nots")
+    with pytest.raises(WorldFolderError, match=rf"world.toml:{line}: role 'reader' lists unknown tool\(s\) "
+                                               r"\['list_nots'\]. Fix: .*list_notes"):
+        load_world_folder(folder)
+
+
+def test_unbound_placeholder_names_the_sql_line(tmp_path: Path) -> None:
+    folder = _broken(tmp_path, "WHERE author_id = :author_id ORDER BY id", "WHERE author_id = :author ORDER BY id")
+    line = _line_of(folder, "world.toml", ":author ORDER")
+    with pytest.raises(WorldFolderError, match=rf"world.toml:{line}: tool 'list_notes' binds :author.*Fix: declare"):
+        load_world_folder(folder)
+
+
+def test_seed_sql_error_names_its_own_file_and_line(tmp_path: Path) -> None:
+    folder = _broken(tmp_path, "INSERT INTO notes (id, author_id", "INSERT INTO notes (id, writer_id", "seed.sql")
+    line = _line_of(folder, "seed.sql", "writer_id")
+    with pytest.raises(WorldFolderError, match=rf"seed.sql:{line}: table 'notes' has no column\(s\) \['writer_id'\]"):
+        load_world_folder(folder)
+
+
+def test_scenario_with_an_unknown_role_names_the_scenario_line(tmp_path: Path) -> None:
+    folder = _broken(tmp_path, 'role = "editor"\ncategory = "note"\nrequest = "I\'m ana.',
+                     'role = "boss"\ncategory = "note"\nrequest = "I\'m ana.', "scenarios/notes.toml")
+    line = _line_of(folder, "scenarios/notes.toml", 'role = "boss"')
+    with pytest.raises(WorldFolderError, match=rf"notes.toml:{line}: scenario 'edit-note-0002' plays role 'boss'. "
+                                               r"Fix: use one of the roles"):
+        load_world_folder(folder).scenarios()
