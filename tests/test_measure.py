@@ -6,6 +6,9 @@ depend on the runner.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import itertools
 import json
 import math
@@ -31,6 +34,7 @@ from rehearsal_env.measure import (
     clopper_pearson_upper,
     clustered_se,
     compare,
+    format_comparison,
     load_run,
     mcnemar_exact,
     mean_estimate,
@@ -156,12 +160,43 @@ def test_zero_rate_gets_the_exact_clopper_pearson_bound_not_a_collapsed_interval
     assert rate_estimate([np.array([0.0, 1.0])]).exact_upper is None
 
 
-def test_mean_reward_is_a_t_interval_on_scenario_means() -> None:
+def test_mean_reward_is_the_bounded_score_interval_computed_by_hand() -> None:
     rewards = [np.array([REWARD[CODES[c]] for c in s]) for s in SUITE_A]
     means = np.array([r.mean() for r in rewards])
+    n = len(means)
+    q = (means + 1) / 2  # rescaled to [0, 1] by the bounds [-1, 1]
+    qbar, se_q = q.mean(), q.std(ddof=1) / math.sqrt(n)
+    n_eff = qbar * (1 - qbar) / se_q**2
+    t = stats.t.ppf(0.975, n - 1)  # the dispersion is estimated: t quantile in place of z
+    low, high = proportion_confint(qbar * n_eff, n_eff, alpha=2 * stats.norm.sf(t), method="wilson")
     est = mean_estimate(rewards)
-    ci = stats.ttest_1samp(means, 0).confidence_interval(0.95)
-    assert (est.low, est.high) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert (est.value, est.se) == pytest.approx((means.mean(), means.std(ddof=1) / math.sqrt(n)), rel=1e-12)
+    assert (est.low, est.high) == pytest.approx((2 * low - 1, 2 * high - 1), rel=1e-10)
+    assert est.n_eff == pytest.approx(n_eff) and est.bounds == (-1.0, 1.0)
+    tci = stats.ttest_1samp(means, 0).confidence_interval(0.95)  # to first order the t interval
+    assert abs(est.low - tci.low) < 0.06 and abs(est.high - tci.high) < 0.06
+
+
+def test_an_all_verified_run_has_no_zero_width_reward_interval() -> None:
+    """Issue 12, defect 4: [1.000, 1.000] next to a verified-rate interval of [0.839, 1]."""
+    verified = [np.array([1.0])] * 20
+    rate = rate_estimate(verified)
+    assert (rate.low, rate.high) == pytest.approx(proportion_confint(20, 20, method="wilson"), abs=1e-12)
+    est = mean_estimate(verified)
+    wilson_low = proportion_confint(20, 20, alpha=0.05, method="wilson")[0]  # 0.8389: the bound on the extreme
+    assert est.high == 1.0 and est.low == pytest.approx(-1 + 2 * wilson_low, rel=1e-12)  # 0.678
+    assert "worst-case" in est.method
+    clustered = mean_estimate([np.ones(3)] * 20)  # 60 episodes, 20 scenarios: the bound is at n = 20
+    assert clustered.low == pytest.approx(est.low)
+    nothing = mean_estimate([np.zeros(3)] * 20)  # every reward 0: SE 0 inside the bounds, n_eff = N = 60
+    lo, hi = proportion_confint(30, 60, alpha=0.05, method="wilson")
+    assert (nothing.low, nothing.high) == pytest.approx((2 * lo - 1, 2 * hi - 1), rel=1e-12)
+    rng = np.random.default_rng(5)
+    for _ in range(200):  # never zero width, never outside the bounds
+        k = int(rng.integers(1, 4))
+        values = [rng.choice([-1.0, 0.0, 1.0], size=k, p=rng.dirichlet([0.3, 0.3, 0.3])) for _ in range(12)]
+        e = mean_estimate(values)
+        assert -1.0 <= e.low < e.high <= 1.0 and e.low <= e.value <= e.high
 
 
 # --- pass^k and pass@k --------------------------------------------------------------------
@@ -243,7 +278,7 @@ def test_paired_t_matches_scipy() -> None:
 def test_z80_and_floor_formula() -> None:
     assert Z80 == pytest.approx(2.8015852181, abs=1e-9)
     verified = matrix(SUITE_A)
-    floor = run_floor("verified", verified, 4, binary=True)
+    floor = run_floor("verified", verified, binary=True)
     sw2 = np.mean([np.var(v, ddof=1) for v in verified])
     assert floor.floor_k == pytest.approx(Z80 * math.sqrt(2 * sw2 / (12 * 4)))
     assert floor.floor_1 == pytest.approx(Z80 * math.sqrt(2 * sw2 / 12))
@@ -252,7 +287,7 @@ def test_z80_and_floor_formula() -> None:
 
 
 def test_floor_is_unknown_with_one_repeat_and_says_how_to_get_it() -> None:
-    floor = run_floor("verified", [np.array([1.0]), np.array([0.0])], 1, binary=True)
+    floor = run_floor("verified", [np.array([1.0]), np.array([0.0])] * 3, binary=True)
     assert not floor.known and floor.floor_k is None
     assert "repeats >= 2" in floor.note
 
@@ -261,7 +296,7 @@ def test_a_true_difference_at_the_floor_is_detected_with_about_80_percent_power(
     rng = np.random.default_rng(11)
     n, k, sigma = 60, 3, 0.4
     mu = rng.normal(0, 1, n)
-    floor = run_floor("reward", [mu[j] + rng.normal(0, sigma, k) for j in range(n)], k, binary=False)
+    floor = run_floor("reward", [mu[j] + rng.normal(0, sigma, k) for j in range(n)], binary=False)
     assert floor.floor_k is not None
     sims = 4000
     a = mu + rng.normal(0, sigma, (sims, n, k)).mean(axis=2)
@@ -370,6 +405,18 @@ def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+def measure_cli(*args: str | Path) -> str:
+    """measure.py's main() in this process (no interpreter start-up); its stdout."""
+    spec = importlib.util.spec_from_file_location("measure_script", ROOT / "measure.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert module.main([str(x) for x in args]) == 0
+    return out.getvalue()
+
+
 def test_cli_compares_two_runs_with_the_floor(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", SUITE_A)
     b = write_run(tmp_path / "b", SUITE_B, agent="ckpt-2")
@@ -377,7 +424,7 @@ def test_cli_compares_two_runs_with_the_floor(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "paired by scenario" in out.stdout and "resolution floor" in out.stdout
     assert "RF(4) = " in out.stdout and "sign-flip permutation: p = " in out.stdout
-    assert "0 not scored (excluded from every rate)" in out.stdout
+    assert "0 not scored (0.0% of 48 episodes; excluded from every rate)" in out.stdout
     close = write_run(tmp_path / "c", [s[:3] + "N" if s[3] == "V" else s for s in SUITE_A], agent="ckpt-3")
     assert BELOW_FLOOR in run_cli(a, close).stdout
 
@@ -424,3 +471,214 @@ def test_cli_refuses_differing_provenance_unless_forced(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "suite.version" in refused.stderr and "--force" in refused.stderr
     forced = run_cli(a, b, "--force")
     assert forced.returncode == 0 and "WARNING" in forced.stderr and "suite.version" in forced.stdout
+
+
+# --- issue 12: K from scored episodes, the verdict, too few scenarios, not scored --------------
+
+D1 = ["VVV", "VVN", "VNN", "NNN", "VNV", "NVV"] * 5  # 30 scenarios x 3 repeats
+
+
+def hand_floor(suite: list[str]) -> float:
+    """Z80 * sqrt(2 * sw2 * mean_j(1/K_j) / n) over the scored repeats, by hand."""
+    values = [np.array([c == "V" for c in s if c != "S"], dtype=float) for s in suite]
+    sw2 = np.mean([np.var(v, ddof=1) for v in values if len(v) >= 2])
+    return Z80 * math.sqrt(2 * sw2 * np.mean([1 / len(v) for v in values]) / len(values))
+
+
+def test_an_extra_not_scored_episode_is_no_repeat(tmp_path: Path) -> None:
+    """Defect 1: one extra not-scored episode in 5 scenarios made it "4 repeats" and RF(4)."""
+    extra = [s + "S" if j < 5 else s for j, s in enumerate(D1)]
+    (run,) = load_run(write_run(tmp_path / "extra", extra))
+    report = summarize(run)
+    floor = report.floors[0]
+    assert report.repeats == run.repeats == floor.repeats == 3 and report.balanced
+    assert floor.label == "RF(3)"
+    sw2 = np.mean([np.var([c == "V" for c in s], ddof=1) for s in D1])
+    assert floor.floor_k == pytest.approx(Z80 * math.sqrt(2 * sw2 / (30 * 3)), rel=1e-12)
+    assert floor.floor_k == pytest.approx(hand_floor(extra), rel=1e-12)
+    out = measure_cli(tmp_path / "extra")
+    assert "RF(3) = " in out and "RF(4)" not in out and "5 not scored (5.3% of 95 episodes" in out
+
+
+def test_a_repeat_lost_everywhere_states_the_floor_at_the_repeats_left(tmp_path: Path) -> None:
+    lost = [s[:2] + "S" for s in D1]
+    (run,) = load_run(write_run(tmp_path / "lost", lost))
+    floor = summarize(run).floors[0]
+    assert run.repeats == 2 and floor.label == "RF(2)"
+    sw2 = np.mean([np.var([c == "V" for c in s[:2]], ddof=1) for s in D1])
+    assert floor.floor_k == pytest.approx(Z80 * math.sqrt(2 * sw2 / (30 * 2)), rel=1e-12)
+
+
+def test_unbalanced_repeats_use_the_mean_of_one_over_k(tmp_path: Path) -> None:
+    uneven = [s[:2] + "S" if j % 3 == 0 else s for j, s in enumerate(D1)]  # 10 scenarios keep 2, 20 keep 3
+    (run,) = load_run(write_run(tmp_path / "u", uneven))
+    report = summarize(run)
+    floor = report.floors[0]
+    inv = (10 / 2 + 20 / 3) / 30
+    assert floor.harmonic_repeats == pytest.approx(1 / inv) and floor.label == "RF(K_h = 2.57)"
+    assert floor.floor_k == pytest.approx(hand_floor(uneven), rel=1e-12)
+    assert not report.balanced and report.harmonic_repeats == pytest.approx(1 / inv)
+    (full,) = load_run(write_run(tmp_path / "full", D1, agent="ckpt-2"))
+    cmp = compare(run, full).metrics[0]
+    values_u = [np.array([c == "V" for c in s if c != "S"], dtype=float) for s in uneven]
+    values_f = [np.array([c == "V" for c in s], dtype=float) for s in D1]
+    sa = np.mean([np.var(v, ddof=1) for v in values_u])
+    sb = np.mean([np.var(v, ddof=1) for v in values_f])
+    assert cmp.floor == pytest.approx(Z80 * math.sqrt((sa * inv + sb / 3) / 30), rel=1e-12)
+
+
+def shifted(suite: list[str], every: int) -> list[str]:
+    """The suite with one verified repeat turned into not achieved in every ``every``-th scenario."""
+    return [s.replace("V", "N", 1) if j % every == 0 and "V" in s else s for j, s in enumerate(suite)]
+
+
+SIGNIFICANT_A = ["VVVV", "VVVN", "VVNN", "VNVN", "NVVV", "VNNV"] * 5  # 30 scenarios x 4 repeats
+SIGNIFICANT_B = shifted(SIGNIFICANT_A, 2)  # 15 scenarios lose one verified repeat: d_j = 0.25 there
+
+
+def test_a_significant_difference_below_the_floor_says_both(tmp_path: Path) -> None:
+    """Defect 2: the test's result first (direction, size, CI, p), the floor as a power statement."""
+    (a,) = load_run(write_run(tmp_path / "a", SIGNIFICANT_A))
+    (b,) = load_run(write_run(tmp_path / "b", SIGNIFICANT_B, agent="ckpt-2"))
+    m = compare(a, b).metrics[0]
+    ma, mb = (np.array([v.mean() for v in matrix(s)]) for s in (SIGNIFICANT_A, SIGNIFICANT_B))
+    d = ma - mb
+    assert m.difference == pytest.approx(0.125) and d.mean() == pytest.approx(0.125)
+    assert m.tests[0].p_value == pytest.approx(2 / 2**15)  # 15 positive d_j: exact sign flip
+    ci = stats.ttest_rel(ma, mb).confidence_interval(0.95)
+    assert (m.low, m.high) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert m.floor is not None and m.floor == pytest.approx(hand_floor_pair(SIGNIFICANT_A, SIGNIFICANT_B))
+    assert m.significant and m.below_floor and m.difference < m.floor
+    assert m.result == (f"A's verified rate is higher than B's by 0.125, a significant difference "
+                        f"(A - B = +0.125, 95% CI [{ci.low:+.3f}, {ci.high:+.3f}], p = 6.1e-05 by "
+                        "sign-flip permutation).")
+    assert m.power == (f"The difference is {BELOW_FLOOR}, the smallest true difference this suite detects "
+                       f"80% of the time ({m.floor:.3f}): a true difference this small is missed more than 20% "
+                       "of the time, so a rerun may not show it although this test did.")
+    assert m.verdict == f"{m.result} {m.power}"
+    reverse = compare(b, a).metrics[0]  # B higher: the direction comes first, never only "below the floor"
+    assert reverse.result.startswith("B's verified rate is higher than A's by 0.125, a significant difference")
+
+
+def hand_floor_pair(suite_a: list[str], suite_b: list[str]) -> float:
+    sa = np.mean([np.var(v, ddof=1) for v in matrix(suite_a)])
+    sb = np.mean([np.var(v, ddof=1) for v in matrix(suite_b)])
+    return Z80 * math.sqrt((sa / 4 + sb / 4) / len(suite_a))
+
+
+def test_cli_says_significant_and_below_the_floor_in_one_sentence_each(tmp_path: Path) -> None:
+    out = run_cli(write_run(tmp_path / "a", SIGNIFICANT_A), write_run(tmp_path / "b", SIGNIFICANT_B, agent="ckpt-2"))
+    assert out.returncode == 0, out.stderr
+    lines = [x.strip() for x in out.stdout.splitlines()]
+    i = lines.index(next(x for x in lines if x.startswith("=> A's verified rate")))
+    result, power = lines[i].removeprefix("=> "), lines[i + 1]
+    assert result.count(". ") == 0 and result.endswith(").")  # one sentence
+    assert "a significant difference (A - B = +0.125, 95% CI [" in result and "p = 6.1e-05" in result
+    assert power.startswith(f"The difference is {BELOW_FLOOR}, the smallest true difference this suite detects "
+                            "80% of the time (") and power.count(". ") == 0 and power.endswith(".")
+
+
+def test_the_other_verdicts_read_correctly(tmp_path: Path) -> None:
+    (a,) = load_run(write_run(tmp_path / "a", SIGNIFICANT_A))
+    (same,) = load_run(write_run(tmp_path / "s", shifted(SIGNIFICANT_A, 10), agent="ckpt-2"))
+    m = compare(a, same).metrics[0]  # 3 scenarios differ: not significant, below the floor
+    assert not m.significant and m.below_floor
+    assert m.result.startswith("No significant difference in the verified rate (A - B = +0.025")
+    assert m.power.endswith("so this is no evidence that A and B are equal.")
+    (far,) = load_run(write_run(tmp_path / "f", [s.replace("V", "N") for s in SIGNIFICANT_A], agent="ckpt-3"))
+    m = compare(a, far).metrics[0]
+    assert m.significant and not m.below_floor
+    assert m.power.startswith("The difference is above the resolution floor")
+
+
+def test_the_plot_title_says_the_test_first_and_the_floor_as_power(tmp_path: Path) -> None:
+    from rehearsal_env.measure._plot import _headline
+
+    (a,) = load_run(write_run(tmp_path / "a", SIGNIFICANT_A))
+    (b,) = load_run(write_run(tmp_path / "b", SIGNIFICANT_B, agent="ckpt-2"))
+    test, power = _headline([summarize(a), summarize(b)], compare(a, b)).split("\n")
+    assert test.startswith("verified rate: A higher, A - B = +0.125 [") and test.endswith("significant")
+    assert power.startswith(f"{BELOW_FLOOR} (") and "detected less than 80% of the time" in power
+
+
+def test_one_scenario_gives_no_floor_and_says_so(tmp_path: Path) -> None:
+    """Defect 3: one scenario x 3 repeats printed RF(3) = 1.321 without a warning."""
+    (run,) = load_run(write_run(tmp_path / "one", ["VVN"]))
+    report = summarize(run)
+    assert report.too_few_scenarios and not any(f.known for f in report.floors)
+    assert all(f.floor_k is None and f.note.startswith("not given: only 1 scenario(s)") for f in report.floors)
+    assert report.warnings[0].startswith("WARNING: only 1 scenario(s): with fewer than 5 no resolution floor")
+    out = measure_cli(tmp_path / "one")
+    assert "WARNING: only 1 scenario(s)" in out and "RF(" not in out and "1.321" not in out
+    (four,) = load_run(write_run(tmp_path / "four", D1[:4]))
+    (other,) = load_run(write_run(tmp_path / "other", D1[1:5], agent="ckpt-2"))
+    m = compare(four, other).metrics[0]
+    assert m.floor is None and m.below_floor is None and m.floor_source.startswith("not given: only 4")
+    assert m.power.startswith("No resolution floor is given: only 4 paired scenario(s), fewer than 5")
+    assert summarize(load_run(write_run(tmp_path / "five", D1[:5]))[0]).floors[0].known
+
+
+def write_causes(path: Path, suite: list[str], causes: dict[tuple[int, int], str]) -> Path:
+    """write_run, then add a not_scored_cause column (None where the record names none)."""
+    write_run(path, suite)
+    table = pq.read_table(path / "episodes.parquet")
+    keys = zip(table.column("scenario").to_pylist(), table.column("repeat").to_pylist(), strict=True)
+    column = [causes.get((int(s.rsplit("-", 1)[1]), r)) for s, r in keys]
+    pq.write_table(table.append_column("not_scored_cause", pa.array(column, pa.string())),
+                   path / "episodes.parquet")
+    return path
+
+
+def test_not_scored_count_share_causes_and_worst_case(tmp_path: Path) -> None:
+    """Defect 5: the count and share next to every headline, causes, and the worst case."""
+    suite = ["VVSV", "NNNS", "VVVV", "VNVN", "SVVV", "NNVN"]
+    path = write_causes(tmp_path / "r", suite, {(0, 2): "provider", (1, 3): "provider", (4, 0): "sandbox"})
+    (run,) = load_run(path)
+    report = summarize(run)
+    assert (report.n_not_scored, report.not_scored_share) == (3, pytest.approx(3 / 24))
+    assert report.not_scored_causes == {"provider": 2, "sandbox": 1}
+    filled = [np.array([c == "V" for c in s], dtype=float) for s in suite]  # "S" counts as not verified
+    worst = report.worst_case["verified"]
+    assert worst.value == pytest.approx(np.mean([v.mean() for v in filled]))
+    assert (worst.low, worst.high) == pytest.approx((rate_estimate(filled).low, rate_estimate(filled).high))
+    assert report.worst_case["reward"].value == pytest.approx(
+        np.mean([np.mean([{"V": 1, "N": 0, "S": -1}[c] for c in s]) for s in suite]))
+    out = measure_cli(path)
+    assert "3 not scored (12.5% of 24 episodes; excluded from every rate; causes: provider 2, sandbox 1)" in out
+    rows = [x for x in out.splitlines() if x.strip().startswith(("verified rate ", "rule-violated rate ",
+                                                                  "false-completion rate ", "mean reward "))]
+    assert len(rows) == 8 and all("3 (12.5%)" in r for r in rows[:4])
+    assert "worst case, the 3 not-scored episode(s) counted as failures" in out
+    (old,) = load_run(write_run(tmp_path / "old", suite))  # records without the column
+    assert old.not_scored_causes == {"unknown": 3}
+
+
+def test_a_run_with_everything_scored_has_no_worst_case(tmp_path: Path) -> None:
+    (run,) = load_run(write_run(tmp_path / "a", SUITE_A))
+    assert summarize(run).worst_case == {}
+    assert "worst case" not in measure_cli(tmp_path / "a")
+
+
+def test_comparison_shows_not_scored_and_bounds_the_difference(tmp_path: Path) -> None:
+    a_suite = [s[:3] + "S" if j < 4 else s for j, s in enumerate(SUITE_A)]
+    (a,) = load_run(write_causes(tmp_path / "a", a_suite, {(j, 3): "worker" for j in range(4)}))
+    (b,) = load_run(write_run(tmp_path / "b", SUITE_B, agent="ckpt-2"))
+    c = compare(a, b)
+    assert c.not_scored == ((4, 48, (("worker", 4),)), (0, 48, ()))
+    m = c.metrics[0]
+    fail = np.array([np.mean([x == "V" for x in s]) for s in a_suite])  # S as not verified
+    win = np.array([np.mean([x in "VS" for x in s]) for s in a_suite])  # S as verified
+    mb = np.array([v.mean() for v in matrix(SUITE_B)])
+    assert (m.worst_low, m.worst_high) == pytest.approx(((fail - mb).mean(), (win - mb).mean()))
+    out = format_comparison(c)
+    assert "not scored (excluded): A 4 of 48 episodes (8.3%; worker 4); B 0 of 48 episodes (0.0%)" in out
+    assert f"A - B between {m.worst_low:+.3f} and {m.worst_high:+.3f}" in out
+
+
+def test_equal_differences_get_a_newcombe_interval_not_zero_width(tmp_path: Path) -> None:
+    (a,) = load_run(write_run(tmp_path / "a", ["VVV"] * 12))
+    (b,) = load_run(write_run(tmp_path / "b", ["VVV"] * 12, agent="ckpt-2"))
+    m = compare(a, b).metrics[0]
+    assert m.interval_method == "MOVER" and m.difference == 0
+    one = rate_estimate([np.ones(3)] * 12)  # both runs [0.757, 1]: the difference is within -+0.243
+    assert (m.low, m.high) == pytest.approx((-(1 - one.low), 1 - one.low))

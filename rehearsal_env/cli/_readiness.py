@@ -6,7 +6,7 @@ import argparse
 import json
 from dataclasses import asdict
 
-from ..readiness import assess, format_readiness
+from ..readiness import MAX_NOT_SCORED_SHARE, assess, format_readiness
 from ..records import read_records
 
 
@@ -20,15 +20,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--versions", metavar="DIR",
                    help="published world versions (default: $REHEARSAL_WORLD_VERSIONS, else "
                    "./world_versions)")
+    p.add_argument("--max-not-scored", type=float, default=MAX_NOT_SCORED_SHARE, metavar="SHARE",
+                   help="largest share of the counted episodes that may be not scored before the verdict is "
+                   f"'Needs work' (default {MAX_NOT_SCORED_SHARE})")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     records = [r for run_dir in args.run_dirs for r in read_records(run_dir)]
-    verdicts = assess(records, improved=args.improved, versions_root=args.versions)
+    verdicts = assess(records, improved=args.improved, versions_root=args.versions,
+                      max_not_scored_share=args.max_not_scored)
     if args.json:
-        print(json.dumps([{**asdict(v), "label": v.label} for v in verdicts], indent=2))
+        print(json.dumps([{**asdict(v), "label": v.label, "not_scored_share": v.not_scored_share}
+                          for v in verdicts], indent=2))
     else:
         print("\n\n".join(format_readiness(v) for v in verdicts))
     return 0

@@ -1,6 +1,7 @@
 """Readiness: "Ready to pilot" or "Needs work" for an agent version on a world version, from records."""
 
 from ._rules import (
+           MAX_NOT_SCORED_SHARE,
            MIN_SCORED,
            MIN_VERIFIED_SHARE,
            NEEDS_WORK,
@@ -11,5 +12,5 @@ from ._rules import (
            judge,
 )
 
-__all__ = ["MIN_SCORED", "MIN_VERIFIED_SHARE", "NEEDS_WORK", "READY", "Readiness", "assess",
+__all__ = ["MAX_NOT_SCORED_SHARE", "MIN_SCORED", "MIN_VERIFIED_SHARE", "NEEDS_WORK", "READY", "Readiness", "assess",
            "format_readiness", "judge"]

@@ -8,11 +8,17 @@ An agent version is ready to pilot on a world version when all of these hold:
    scenarios for a version produced by an improvement step;
 3. :data:`MIN_VERIFIED_SHARE` or more of those episodes are verified;
 4. no episode broke a hard rule;
-5. no episode claimed to be done when it was not (a false completion).
+5. no episode claimed to be done when it was not (a false completion);
+6. no more than :data:`MAX_NOT_SCORED_SHARE` (5%, configurable) of the episodes
+   rule 2 would count were not scored: an instrument that failed that often
+   has not measured the agent, so a not-scored episode is left out of the
+   rates but is never invisible (the verdict lists the causes).
 
 Episodes on scenarios kept out of, or withdrawn from, the version do not
 count for anything. Not-scored episodes (the environment failed) are not
-counted against the agent. Rules 4 and 5 look at every counted episode of the
+counted against the agent, but too many of them fail rule 6. A record's cause
+is ``not_scored_cause`` (world, database, provider, sandbox, worker), or
+``unknown`` for records written before causes were recorded. Rules 4 and 5 look at every counted episode of the
 agent version, the ones it learned from included: a broken hard rule is never
 acceptable in a pilot.
 """
@@ -33,6 +39,10 @@ MIN_SCORED = 3
 """Scored episodes needed on scenarios the version never learned from."""
 MIN_VERIFIED_SHARE = 0.8
 """Share of those episodes that must be verified."""
+MAX_NOT_SCORED_SHARE = 0.05
+"""Largest share of the episodes rule 2 would count (scored or not) that may be not scored."""
+UNKNOWN_CAUSE = "unknown"
+"""The cause of a not-scored record that names none."""
 READY, NEEDS_WORK = "Ready to pilot", "Needs work"
 
 
@@ -64,6 +74,12 @@ class Readiness:
     """(why, how many episodes) not counted: withdrawn, kept out, learned from, not scored."""
     reasons: tuple[str, ...]
     """Why it needs work, one line per failed rule (empty when ready)."""
+    not_scored: int = 0
+    """Not-scored episodes among those rule 2 would count (rule 6)."""
+    not_scored_causes: tuple[tuple[str, int], ...] = ()
+    """(cause, episodes) of those, most frequent first."""
+    max_not_scored_share: float = MAX_NOT_SCORED_SHARE
+    """The rule-6 limit this verdict used."""
 
     @property
     def label(self) -> str:
@@ -74,14 +90,27 @@ class Readiness:
     def verified_share(self) -> float | None:
         return self.verified / self.counted if self.counted else None
 
+    @property
+    def not_scored_share(self) -> float | None:
+        """Not-scored share of the episodes rule 2 would count (scored or not); None when there are none."""
+        total = self.counted + self.not_scored
+        return self.not_scored / total if total else None
+
 
 def _tag(r: EpisodeRecord) -> str:
     return f"{r.scenario}#{r.repeat}"
 
 
+def _cause(r: EpisodeRecord) -> str:
+    return str(getattr(r, "not_scored_cause", None) or UNKNOWN_CAUSE)
+
+
 def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
-          versions_root: str | Path | None = None) -> Readiness:
+          versions_root: str | Path | None = None,
+          max_not_scored_share: float = MAX_NOT_SCORED_SHARE) -> Readiness:
     """The readiness of the one agent version and world version that ``records`` all share.
+
+    ``max_not_scored_share`` is rule 6's limit (a share in [0, 1]).
 
     Raises:
         ValueError: the records are empty or mix agents, agent versions or world versions.
@@ -89,6 +118,8 @@ def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
     if not records:
         raise ValueError("readiness needs episode records; got none (run `rehearsal run` first)")
     keys = {(r.agent, r.agent_version, r.world, r.world_version) for r in records}
+    if not 0 <= max_not_scored_share <= 1:
+        raise ValueError(f"max_not_scored_share is a share of episodes in [0, 1]; got {max_not_scored_share}")
     if len(keys) > 1:
         raise ValueError(f"readiness is per agent version and world version; these records mix "
                          f"{sorted(keys)}: use assess() to split them")
@@ -101,6 +132,7 @@ def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
         reasons.append(f"the world version is not published, so it cannot be evaluated: {exc}")
     left: dict[str, int] = {}
     in_use: list[EpisodeRecord] = []
+    causes: dict[str, int] = {}
     for r in records:
         why = not_in_use.get(r.scenario)
         if why is not None:
@@ -108,6 +140,8 @@ def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
             left[key] = left.get(key, 0) + 1
         elif r.outcome == "not_scored":
             left["not scored"] = left.get("not scored", 0) + 1
+            if not improved or r.split == "holdout":
+                causes[_cause(r)] = causes.get(_cause(r), 0) + 1
         else:
             in_use.append(r)
     never_learned = [r for r in in_use if not improved or r.split == "holdout"]
@@ -121,6 +155,13 @@ def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
     if never_learned and verified / len(never_learned) < MIN_VERIFIED_SHARE:
         reasons.append(f"{verified / len(never_learned):.0%} verified ({verified} of {len(never_learned)} on "
                        f"{scope} it never learned from); needs {MIN_VERIFIED_SHARE:.0%} or more")
+    not_scored = sum(causes.values())
+    ordered = tuple(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
+    would_count = len(never_learned) + not_scored
+    if not_scored and not_scored / would_count > max_not_scored_share:
+        reasons.append(f"{not_scored / would_count:.1%} of the episodes it would count were not scored "
+                       f"({not_scored} of {would_count}; causes: {_causes(ordered)}); at most "
+                       f"{max_not_scored_share:.0%} may be: fix the failing part and rerun those episodes")
     violations = tuple(_tag(r) for r in in_use if r.outcome == "rule_violated")
     if violations:
         reasons.append(f"{len(violations)} episode(s) broke a hard rule: {_some(violations)}")
@@ -130,7 +171,12 @@ def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
     return Readiness(agent=agent, agent_version=agent_version, world=world, world_version=world_version,
                      improved=improved, ready=not reasons, counted=len(never_learned), verified=verified,
                      rule_violations=violations, false_completions=false,
-                     left_out=tuple(sorted(left.items())), reasons=tuple(reasons))
+                     left_out=tuple(sorted(left.items())), reasons=tuple(reasons), not_scored=not_scored,
+                     not_scored_causes=ordered, max_not_scored_share=max_not_scored_share)
+
+
+def _causes(causes: tuple[tuple[str, int], ...]) -> str:
+    return ", ".join(f"{c} {k}" for c, k in causes)
 
 
 def _some(tags: Sequence[str], n: int = 5) -> str:
@@ -138,12 +184,14 @@ def _some(tags: Sequence[str], n: int = 5) -> str:
 
 
 def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
-           versions_root: str | Path | None = None) -> list[Readiness]:
+           versions_root: str | Path | None = None,
+           max_not_scored_share: float = MAX_NOT_SCORED_SHARE) -> list[Readiness]:
     """One :class:`Readiness` per (agent, agent version, world, world version) in ``records``, sorted."""
     groups: dict[tuple[str, str, str, str], list[EpisodeRecord]] = {}
     for r in records:
         groups.setdefault((r.agent, r.agent_version, r.world, r.world_version), []).append(r)
-    return [judge(groups[k], improved=improved, versions_root=versions_root) for k in sorted(groups)]
+    return [judge(groups[k], improved=improved, versions_root=versions_root,
+                  max_not_scored_share=max_not_scored_share) for k in sorted(groups)]
 
 
 def format_readiness(r: Readiness) -> str:
@@ -153,6 +201,10 @@ def format_readiness(r: Readiness) -> str:
     lines = [f"{r.label}: agent {r.agent} ({r.agent_version}) on world {r.world} {r.world_version}",
              f"  counted {r.counted} scored episode(s) ({scope}), {r.verified} verified ({share}); "
              f"hard rules broken {len(r.rule_violations)}; false completions {len(r.false_completions)}"]
+    ns = "-" if r.not_scored_share is None else f"{r.not_scored_share:.1%}"
+    causes = f"; causes: {_causes(r.not_scored_causes)}" if r.not_scored else ""
+    lines.append(f"  not scored {r.not_scored} of {r.counted + r.not_scored} episode(s) it would count ({ns}; "
+                 f"at most {r.max_not_scored_share:.0%} may be){causes}")
     if r.left_out:
         lines.append("  not counted: " + ", ".join(f"{n} {why}" for why, n in r.left_out))
     lines += [f"  - {reason}" for reason in r.reasons]
