@@ -83,7 +83,7 @@ def _tau2_airline(ref: Path) -> tuple[Any, Any]:
     class NoExtra(BaseModel):
         model_config = ConfigDict(extra="forbid")
 
-    class ToolType(str, enum.Enum):
+    class ToolType(enum.StrEnum):
         READ, WRITE, GENERIC, THINK = "read", "write", "generic", "think"
 
     class ToolKitBase:
