@@ -97,6 +97,8 @@ class SandboxDatabase:
         dbname = getattr(self._inner, "name", None)  # the PostgreSQL backend's env database, which the app uses
         if not isinstance(dbname, str):
             raise DatabaseError("the PostgreSQL backend did not name its env database; the app cannot find it")
+        self.database_name = dbname
+        """The env database inside the sandbox's PostgreSQL (the application's database)."""
         box.start_emulator(dbname)
         self._wait_http(f"http://{box.containers['emulator'].ip}:8025/health", "emulator")
         if self.app is not None:

@@ -99,13 +99,14 @@ _cleaned: set[int] = set()
 _cleaned_lock = threading.Lock()
 
 
-def clean_leftovers() -> int:
-    """Remove the containers and networks of sandbox owners that died; once per process."""
+def clean_leftovers(*, again: bool = False) -> int:
+    """Remove the containers and networks of sandbox owners that died (once per process unless ``again``)."""
     with _cleaned_lock:
-        if os.getpid() in _cleaned:
+        if os.getpid() in _cleaned and not again:
             return 0
+        if os.getpid() not in _cleaned:
+            atexit.register(remove_ours)
         _cleaned.add(os.getpid())
-        atexit.register(remove_ours)
     return _remove(lambda label: bool(label) and not _alive(label))
 
 

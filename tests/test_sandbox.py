@@ -1,0 +1,149 @@
+"""The Docker sandbox backend on the reviews world: episodes, reset, isolation, clock, cleanup.
+
+Needs a Docker daemon (and, the first time, debootstrap and a Debian mirror to build the base
+image, about three minutes; later runs reuse it by its recipe hash). Skips without a daemon,
+unless REHEARSAL_REQUIRE_DOCKER=1, which makes that a failure. One sandbox is started for the
+module; at the end no container, network or volume of ours may be left.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from rehearsal_env.agents import make_agent
+from rehearsal_env.backends import DatabaseError, digest, open_database
+from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.runner import run_episode
+from rehearsal_env.sandbox import SandboxDatabase
+from rehearsal_env.verdict import Outcome
+from rehearsal_env.worlds import World, load_world
+
+
+def _require_docker() -> None:
+    from rehearsal_env.sandbox import docker_available
+
+    why = docker_available()
+    if why is not None:
+        if os.environ.get("REHEARSAL_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"REHEARSAL_REQUIRE_DOCKER=1 but {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def reviews() -> World:
+    return load_world("reviews")
+
+
+@pytest.fixture(scope="module")
+def sandbox(reviews: World) -> Iterator[SandboxDatabase]:
+    """One running reviews sandbox for the module; afterwards nothing of ours may be left."""
+    _require_docker()
+    from rehearsal_env.sandbox import ours_left
+
+    db = open_database(reviews, "docker")
+    assert isinstance(db, SandboxDatabase)
+    try:
+        yield db
+    finally:
+        db.close()
+    assert ours_left() == [], f"the sandbox left these behind: {ours_left()}"
+
+
+def _play(world: World, db: SandboxDatabase, scenario_id: str, solution: str) -> Outcome:
+    scenario = world.scenario(scenario_id)
+    env = RehearsalEnv(scenario, world, database=db)
+    return run_episode(env, make_agent(solution, scenario)).verdict.outcome
+
+
+def test_every_reference_is_verified_in_the_sandbox(reviews: World, sandbox: SandboxDatabase) -> None:
+    for scenario in reviews.scenarios():
+        assert _play(reviews, sandbox, scenario.id, "reference") is Outcome.VERIFIED, scenario.id
+
+
+def test_null_and_wrong_solutions_are_caught(reviews: World, sandbox: SandboxDatabase) -> None:
+    for scenario_id in ("comment-once-atlas-04", "merge-not-ready-dune-02", "label-changed-cobalt-08",
+                        "request-review-atlas-09"):
+        assert _play(reviews, sandbox, scenario_id, "null") is Outcome.NOT_ACHIEVED
+        for wrong in reviews.scenario(scenario_id).wrong:
+            assert _play(reviews, sandbox, scenario_id, wrong.name) in (Outcome.NOT_ACHIEVED,
+                                                                        Outcome.RULE_VIOLATED), wrong.name
+
+
+def test_a_repeated_comment_is_two_comments_and_a_duplicate_email(reviews: World, sandbox: SandboxDatabase) -> None:
+    scenario = reviews.scenario("comment-once-atlas-04")
+    env = RehearsalEnv(scenario, reviews, database=sandbox)
+    verdict = run_episode(env, make_agent("wrong:repeat-write", scenario)).verdict
+    failed = [c.name for c in verdict.checks if not c.passed]
+    assert "Exactly one maintainer comment on the pull request" in failed
+    assert verdict.metrics.duplicate_effects == 1
+
+
+def test_reset_reaches_the_first_digest_and_probe(reviews: World, sandbox: SandboxDatabase) -> None:
+    db = sandbox
+    db.reset()  # the last test's episode left its end state
+    first = digest(db)
+    status, _ = db.request("POST", "/repos/beacon/pulls/4/comments", query={}, body={"body": "x"},
+                           headers={"X-Actor": "review-bot", "Idempotency-Key": "t-1"})
+    assert status == 200 and digest(db) != first
+    db.reset()
+    assert digest(db) == first == db.first_digest
+    assert db.probe() == db.first_probe
+
+
+def test_a_change_the_reset_cannot_see_fails_the_reset(reviews: World, sandbox: SandboxDatabase) -> None:
+    import psycopg
+
+    db = sandbox
+    dbname = db.database_name
+    with psycopg.connect(db.sandbox.admin_dsn(dbname), autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")  # no triggers: the reset log misses it
+        conn.execute("UPDATE repositories SET description = 'changed behind the reset' WHERE name = 'atlas'")
+    try:
+        with pytest.raises(DatabaseError, match="did not reset to its first state.*probe differs"):
+            db.reset()
+    finally:
+        with psycopg.connect(db.sandbox.admin_dsn(dbname), autocommit=True) as conn:
+            conn.execute("SET session_replication_role = replica")
+            conn.execute("UPDATE repositories SET description = 'Maps and geocoding library' WHERE name = 'atlas'")
+    db.reset()
+
+
+def test_the_emulator_records_every_request_and_replays_a_key(sandbox: SandboxDatabase) -> None:
+    db = sandbox
+    db.reset()
+    headers = {"X-Actor": "triage-bot", "Idempotency-Key": "t-2"}
+    body = {"reviewer": "review-bot"}
+    first = db.request("POST", "/repos/cobalt/pulls/1/requested_reviewers", query={}, body=body,
+                       headers=headers)
+    assert first[0] == 200
+    rows = db.query("SELECT service, operation, idempotency_key, requested_at FROM service_requests")
+    assert rows == [("email", "send", "t-2:review_requested:1", "2025-06-30T12:00:00")]
+    db.reset()
+    assert db.query("SELECT COUNT(*) FROM service_requests") == [(0,)]
+
+
+def test_isolation_and_clock_are_measured_and_hold(sandbox: SandboxDatabase) -> None:
+    from rehearsal_env.sandbox import measure_isolation
+
+    facts = {f.name: f for f in measure_isolation(sandbox)}
+    assert set(facts) == {"network", "route", "outside", "clock"}
+    assert all(f.holds for f in facts.values()), [f for f in facts.values() if not f.holds]
+    assert "application clock 2025-06-30T12:00" in facts["clock"].detail
+
+
+def test_leftovers_of_a_dead_owner_are_removed(sandbox: SandboxDatabase) -> None:
+    from rehearsal_env.sandbox import LABEL, clean_leftovers
+    from rehearsal_env.sandbox._docker import OWNER, docker_client
+
+    dead = f"{socket.gethostname()}-{2**22 + 12345}"  # above pid_max's default: no such process
+    network = docker_client().networks.create("rh-test-leftover", internal=True,
+                                              labels={LABEL: "network", OWNER: dead})
+    assert clean_leftovers(again=True) >= 1
+    import docker.errors
+
+    with pytest.raises(docker.errors.NotFound):
+        docker_client().networks.get(network.id)
