@@ -1,51 +1,86 @@
 """Database backends: the embedded SQLite default and PostgreSQL.
 
 :func:`open_database` is the only way the env gets a database; every backend
-implements :class:`Database`.
+implements :class:`Database` and is built from a :class:`DatabaseSpec` (tables and
+seed rows; a world is one). A new backend registers a factory with
+:func:`register_backend`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ._database import ApplicationError, Database, DatabaseError, Dialect, changes, digest, table_rows
+from ._spec import DatabaseSpec, SeedData
+from .sqlite import SQLiteDatabase
 
-if TYPE_CHECKING:
-    from ..worlds import World
-
-BACKENDS = ("sqlite", "postgres")
+BackendFactory = Callable[..., Database]
+"""``(spec, **options) -> Database``: builds one env's private database of ``spec``."""
 
 
-def open_database(world: World, backend: str = "sqlite", **options: Any) -> Database:
-    """A private, seeded database of ``world`` on ``backend``.
+def _sqlite(spec: DatabaseSpec, **options: Any) -> Database:
+    if options:
+        raise TypeError(f"the sqlite backend takes no options; got {sorted(options)}")
+    return SQLiteDatabase(spec)
+
+
+def _postgres(spec: DatabaseSpec, **options: Any) -> Database:
+    # Imported on first use: psycopg is only loaded by processes that use PostgreSQL.
+    from .postgres import PostgresDatabase
+
+    return PostgresDatabase(spec, **options)
+
+
+def _docker(spec: DatabaseSpec, **options: Any) -> Database:
+    # Imported on first use, as PostgreSQL: the Docker sandbox (rehearsal_env.sandbox) builds on this package.
+    from ..sandbox import SandboxDatabase
+
+    return SandboxDatabase(spec, **options)
+
+
+BACKENDS: dict[str, BackendFactory] = {"sqlite": _sqlite, "postgres": _postgres, "docker": _docker}
+"""Backend name -> factory, in the order the CLI lists them (see :func:`register_backend`)."""
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``open_database(spec, name, **options)`` call ``factory(spec, **options)``.
+
+    Raises:
+        ValueError: ``name`` is already registered to another factory.
+    """
+    if BACKENDS.get(name, factory) is not factory:
+        raise ValueError(f"backend {name!r} is already registered; choose another name")
+    BACKENDS[name] = factory
+
+
+def open_database(spec: DatabaseSpec, backend: str = "sqlite", **options: Any) -> Database:
+    """A private, seeded database of ``spec`` on ``backend``.
 
     Args:
-        world: The world whose schema and seed data to load.
-        backend: ``"sqlite"`` (embedded, default) or ``"postgres"``.
+        spec: The tables and seed rows to load: a world, or a :class:`SeedData`.
+        backend: ``"sqlite"`` (embedded, default), ``"postgres"``, or a registered backend.
         options: Backend options; PostgreSQL takes ``dsn`` (else ``REHEARSAL_POSTGRES_DSN``,
-            else a private server is started).
+            else a private server is started) and ``check_timeout_ms``.
     """
-    if backend == "sqlite":
-        from .sqlite import SQLiteDatabase
-
-        if options:
-            raise TypeError(f"the sqlite backend takes no options; got {sorted(options)}")
-        return SQLiteDatabase(world)
-    if backend == "postgres":
-        from .postgres import PostgresDatabase
-
-        return PostgresDatabase(world, **options)
-    raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    factory = BACKENDS.get(backend)
+    if factory is None:
+        raise ValueError(f"unknown backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return factory(spec, **options)
 
 
 __all__ = [
     "BACKENDS",
     "ApplicationError",
+    "BackendFactory",
     "Database",
     "DatabaseError",
+    "DatabaseSpec",
     "Dialect",
+    "SeedData",
     "changes",
     "digest",
     "open_database",
+    "register_backend",
     "table_rows",
 ]

@@ -37,26 +37,3 @@ def create_table(table: Table, dialect: Dialect) -> list[str]:
             f"CREATE INDEX ix_{table.name}_{i} ON {table.name} ({', '.join(index)})"
         )
     return statements
-
-
-def placeholders(sql: str, dialect: Dialect) -> str:
-    """Turn ``?`` placeholders into the dialect's (``%s`` for psycopg), outside literals."""
-    if dialect == "sqlite":
-        return sql
-    out: list[str] = []
-    quote: str | None = None
-    for ch in sql:
-        if quote:
-            out.append("%%" if ch == "%" else ch)
-            if ch == quote:
-                quote = None
-        elif ch in ("'", '"'):
-            quote = ch
-            out.append(ch)
-        elif ch == "?":
-            out.append("%s")
-        elif ch == "%":
-            out.append("%%")
-        else:
-            out.append(ch)
-    return "".join(out)

@@ -1,16 +1,17 @@
-"""One PostgreSQL server as the backend uses it: world templates, env databases, the check role.
+"""One PostgreSQL server as the backend uses it: templates, env databases and their readers.
 
 A :class:`Cluster` per server (per DSN) keeps an admin connection and builds,
-once per world version, a *template database*: the world's tables created with
-``_dialect.create_table(table, "postgres")``, seeded from ``world.seed_rows()``,
-sequences set so the next id is max(id) + 1, the reset machinery of
-:mod:`._pgreset` installed, and ``SELECT`` granted to the read-only check role.
-Every env then gets its own database cloned from the template
-(``CREATE DATABASE ... TEMPLATE``), and drops it when it closes.
+once per :class:`~rehearsal_env.backends.DatabaseSpec` (a world version), a *template
+database*: the tables created with ``_dialect.create_table(table, "postgres")``,
+seeded from ``spec.seed_rows()``, sequences set so the next id is max(id) + 1, the
+reset machinery of :mod:`._pgreset` installed, and the readers' privileges of
+:mod:`._pgsandbox` (``SELECT`` on the tables, nothing else). Every env then gets its
+own database cloned from the template (``CREATE DATABASE ... TEMPLATE``) and its own
+reader login role, and drops both when it closes.
 
-Template names carry a hash of the world's name, seed data, DDL and the reset
-code, so a changed world gets a new template; on the process's own private
-server, stale templates and the env databases of dead processes are dropped.
+Template names carry a hash of the spec's name, seed data, DDL and the reset and
+sandbox code, so a changed world gets a new template; on the process's own private
+server, stale templates and the env databases and readers of dead processes are dropped.
 """
 
 from __future__ import annotations
@@ -21,21 +22,20 @@ import itertools
 import os
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
 
-from . import _pgcompat, _pgreset
+from . import _pgcompat, _pgreset, _pgsandbox
 from ._database import DatabaseError
 from ._dialect import create_table
+from ._pgsandbox import READER_GROUP
 from ._pgsql import connect
+from ._spec import DatabaseSpec
 
-if TYPE_CHECKING:
-    from ..worlds import World
-
-CHECK_ROLE = "rehearsal_checker"
-"""A role without login that may only SELECT the world's tables; checks run as it."""
+CHECK_ROLE = READER_GROUP
+"""The role whose privileges every reader has: SELECT on the world's tables."""
 _ENV_PREFIX = "rehearsal_env_"
 _TPL_PREFIX = "rehearsal_tpl_"
 
@@ -44,16 +44,16 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:16] or "world"
 
 
-def template_name(world: World) -> str:
-    """The template database of ``world``'s current schema, data and reset code."""
+def template_name(spec: DatabaseSpec) -> str:
+    """The template database of ``spec``'s current schema and data, and of the reset and sandbox code."""
     h = hashlib.sha256()
-    h.update(world.name.encode())
-    h.update(world.seed_fingerprint.encode())
-    for table in world.tables:
+    h.update(spec.name.encode())
+    h.update(spec.seed_fingerprint.encode())
+    for table in spec.tables:
         h.update("\n".join(create_table(table, "postgres")).encode())
-    h.update(inspect.getsource(_pgreset).encode())
-    h.update(inspect.getsource(_pgcompat).encode())
-    return f"{_TPL_PREFIX}{_slug(world.name)}_{h.hexdigest()[:16]}"
+    for module in (_pgreset, _pgcompat, _pgsandbox):
+        h.update(inspect.getsource(module).encode())
+    return f"{_TPL_PREFIX}{_slug(spec.name)}_{h.hexdigest()[:16]}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -75,6 +75,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._templates: dict[str, str] = {}
         self._counter = itertools.count(1)
+        self.superuser = False
         try:
             self._admin = connect(dsn, application_name="rehearsal-env admin")
         except psycopg.Error as exc:
@@ -90,15 +91,31 @@ class Cluster:
     def db_dsn(self, dbname: str) -> str:
         return psycopg.conninfo.make_conninfo(self.dsn, dbname=dbname)
 
-    def create_env_database(self, world: World) -> str:
-        """A new database cloned from ``world``'s template; returns its name."""
-        template = self.template(world)
+    def reader_dsn(self, dbname: str, password: str) -> str:
+        """The DSN of the reader of env database ``dbname`` (see :mod:`._pgsandbox`)."""
+        return psycopg.conninfo.make_conninfo(self.dsn, dbname=dbname, user=dbname, password=password)
+
+    def create_env_database(self, spec: DatabaseSpec) -> tuple[str, str]:
+        """A new database cloned from ``spec``'s template, and its reader: (name, reader's password)."""
+        template = self.template(spec)
         name = f"{_ENV_PREFIX}{os.getpid()}_{next(self._counter)}"
         self._admin_run(
             pgsql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
                 pgsql.Identifier(name), pgsql.Identifier(template))
         )
-        return name
+        password = _pgsandbox.new_password()
+        try:
+            for statement in _pgsandbox.create_reader_sql(name, password, superuser=self.superuser):
+                self._admin_run(statement)
+        except DatabaseError:
+            self.drop_env_database(name)
+            raise
+        return name, password
+
+    def drop_env_database(self, name: str) -> None:
+        """Drop an env database and its reader."""
+        self.drop_database(name)
+        self._admin_run(_pgsandbox.drop_reader_sql(name))
 
     def drop_database(self, name: str) -> None:
         self._admin_run(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name)))
@@ -117,18 +134,18 @@ class Cluster:
             return cur.fetchall() if cur.description else []
 
     # -- templates -----------------------------------------------------------
-    def template(self, world: World) -> str:
-        """The name of ``world``'s template database, built on first use."""
-        name = template_name(world)
+    def template(self, spec: DatabaseSpec) -> str:
+        """The name of ``spec``'s template database, built on first use."""
+        name = template_name(spec)
         if name in self._templates:
             return name
         exists = self._admin_run(pgsql.SQL("SELECT 1 FROM pg_database WHERE datname = %s"), (name,))
         if not exists:
-            self._build_template(world, name)
+            self._build_template(spec, name)
         self._templates[name] = name
         return name
 
-    def _build_template(self, world: World, name: str) -> None:
+    def _build_template(self, spec: DatabaseSpec, name: str) -> None:
         building = f"{name}_b{os.getpid()}"
         self.drop_database(building)
         self._admin_run(pgsql.SQL(
@@ -136,13 +153,14 @@ class Cluster:
         ).format(pgsql.Identifier(building)))
         try:
             with connect(self.db_dsn(building), application_name="rehearsal-env template") as conn:
-                self._fill(conn, world)
+                self._fill(conn, spec)
                 conn.execute("VACUUM (FREEZE, ANALYZE)")
         except (psycopg.Error, ValueError) as exc:
             self.drop_database(building)
             raise DatabaseError(
-                f"could not build the PostgreSQL template of world {world.name!r}: {exc}") from exc
+                f"could not build the PostgreSQL template of {spec.name!r}: {exc}") from exc
         try:
+            self._admin_run(pgsql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(pgsql.Identifier(building)))
             self._admin_run(pgsql.SQL("ALTER DATABASE {} RENAME TO {}").format(
                 pgsql.Identifier(building), pgsql.Identifier(name)))
         except DatabaseError:
@@ -152,21 +170,21 @@ class Cluster:
         if self.private:
             stale = self._admin_run(
                 pgsql.SQL("SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s"),
-                (f"{_TPL_PREFIX}{_slug(world.name)}\\_%", name),
+                (f"{_TPL_PREFIX}{_slug(spec.name)}\\_%", name),
             )
             for (old,) in stale:
-                if re.fullmatch(rf"{_TPL_PREFIX}{_slug(world.name)}_[0-9a-f]{{16}}", old):
+                if re.fullmatch(rf"{_TPL_PREFIX}{_slug(spec.name)}_[0-9a-f]{{16}}", old):
                     self.drop_database(old)
 
-    def _fill(self, conn: psycopg.Connection[Any], world: World) -> None:
-        rows = world.seed_rows()
+    def _fill(self, conn: psycopg.Connection[Any], spec: DatabaseSpec) -> None:
+        rows = spec.seed_rows()
         sequences: dict[str, str] = {}
         max_ids: dict[str, int | None] = {}
         with conn.transaction():
-            for table in world.tables:
+            for table in spec.tables:
                 for statement in create_table(table, "postgres"):
                     conn.execute(statement)
-            for table in world.tables:
+            for table in spec.tables:
                 data = rows.get(table.name, ())
                 cols = ", ".join(table.column_names)
                 with conn.cursor().copy(f"COPY {table.name} ({cols}) FROM STDIN") as copy:
@@ -180,44 +198,38 @@ class Cluster:
                 top = conn.execute(f"SELECT max({table.primary_key}) FROM {table.name}").fetchone()
                 max_ids[table.name] = top[0] if top else None
                 conn.execute(_pgreset.seed_sequence_sql(table, seq, max_ids[table.name]))
-            for statement in _pgreset.install_sql(world.tables, sequences, max_ids):
+            for statement in _pgreset.install_sql(spec.tables, sequences, max_ids):
                 conn.execute(statement)
             for statement in _pgcompat.install_sql(CHECK_ROLE):
                 conn.execute(statement)
-            conn.execute(pgsql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(pgsql.Identifier(CHECK_ROLE)))
-            conn.execute(pgsql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
-                pgsql.Identifier(CHECK_ROLE)))
+            for statement in _pgsandbox.template_sql():
+                conn.execute(statement)
 
     # -- setup ---------------------------------------------------------------
     def _ensure_check_role(self) -> None:
         try:
             with self._lock:
-                self._admin.execute(f"""DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{CHECK_ROLE}') THEN
-    CREATE ROLE {CHECK_ROLE} NOLOGIN NOINHERIT;
-  END IF;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
-END $$""")
+                self._admin.execute(_pgsandbox.ensure_group_sql())
                 (superuser,) = self._admin.execute(
                     "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() or (False,)
-                if not superuser:
-                    self._admin.execute(f"GRANT {CHECK_ROLE} TO current_user")
+                self.superuser = bool(superuser)
         except psycopg.Error as exc:
             raise DatabaseError(
-                f"PostgreSQL at {self.dsn!r}: could not create or join the read-only role {CHECK_ROLE!r} "
-                f"({exc}). The backend needs a user with CREATEDB and CREATEROLE (or a superuser), or an "
-                f"administrator to run: CREATE ROLE {CHECK_ROLE} NOLOGIN; GRANT {CHECK_ROLE} TO <your user>"
+                f"PostgreSQL at {self.dsn!r}: could not create the readers' role {CHECK_ROLE!r} ({exc}). "
+                "The backend needs a user with CREATEDB and CREATEROLE (or a superuser)"
             ) from exc
 
     def _drop_leftovers(self) -> None:
         """Env databases and half-built templates of processes that died (own private server only)."""
         names = self._admin_run(
             pgsql.SQL("SELECT datname FROM pg_database WHERE datname LIKE %s"), ("rehearsal\\_%",))
-        for (name,) in names:
+        roles = self._admin_run(
+            pgsql.SQL("SELECT rolname FROM pg_roles WHERE rolname LIKE %s"), (f"{_ENV_PREFIX}%",))
+        for (name,) in names + roles:
             match = re.fullmatch(rf"{_ENV_PREFIX}(\d+)_\d+|{_TPL_PREFIX}\w+_b(\d+)", name)
             pid = match and int(match.group(1) or match.group(2))
             if pid and (pid == os.getpid() or not _pid_alive(pid)):
-                self.drop_database(name)
+                self.drop_env_database(name) if name.startswith(_ENV_PREFIX) else self.drop_database(name)
 
     def close(self) -> None:
         with self._lock:

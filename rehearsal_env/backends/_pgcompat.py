@@ -11,12 +11,12 @@ which the connection puts on its ``search_path`` before ``pg_catalog``
 - ``round`` returns a float, halves away from zero (PostgreSQL: numeric, or banker's
   rounding for double precision).
 
-Statement text gets :data:`REWRITES` (outside literals and comments): ``LIKE`` as
-``ILIKE`` (SQLite's ``LIKE`` ignores ASCII case; so does ``ILIKE`` under the C locale),
-decimal literals as double precision (SQLite's REAL: ``1.0 * a / b`` is then the same
-IEEE double), ``CAST(... AS REAL)`` as double precision and ``AS INTEGER`` as bigint
-(64 bits, as SQLite). :class:`NumericLoader` reads any remaining numeric as int when
-integral text, else float.
+Statement text is rewritten by :func:`._pgsql.translate` (on sqlglot's tokens, literals
+and comments left alone): ``LIKE`` as ``ILIKE`` (SQLite's ``LIKE`` ignores ASCII case; so
+does ``ILIKE`` under the C locale), decimal literals as double precision (SQLite's REAL:
+``1.0 * a / b`` is then the same IEEE double), ``CAST(... AS REAL)`` as double precision
+and ``AS INTEGER`` as bigint (64 bits, as SQLite). :class:`NumericLoader` reads any
+remaining numeric as int when integral text, else float.
 
 :func:`sqlite_column_names` names result columns of agents' queries as SQLite does.
 
@@ -35,15 +35,6 @@ from psycopg.adapt import Loader
 SCHEMA = "rehearsal_sql"
 SEARCH_PATH = f"public, {SCHEMA}, pg_catalog"
 """Tables first, then the SQLite-compatible functions, then the built-ins they shadow."""
-
-REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?<![\w.])LIKE\b", re.IGNORECASE), "ILIKE"),
-    (re.compile(r"(?<![\w.$])(\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\w.])"),
-     r"CAST(\1 AS double precision)"),
-    (re.compile(r"\bAS\s+REAL\b", re.IGNORECASE), "AS double precision"),
-    (re.compile(r"\bAS\s+INT(?:EGER)?\b", re.IGNORECASE), "AS bigint"),
-)
-"""(pattern, replacement) applied to the code of every statement, in order."""
 
 _AVG_INPUTS = ("smallint", "integer", "bigint", "numeric", "double precision", "real")
 

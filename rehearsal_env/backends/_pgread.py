@@ -1,13 +1,15 @@
-"""Reading as the check role: the server-side layers under checks and agents' read-only SQL.
+"""Reading as the env's reader: checks and agents' SQL on a connection that logs in unprivileged.
 
-One pipeline, one round trip: ``BEGIN READ ONLY`` (or, inside a tool call's
-transaction, a ``SAVEPOINT`` rolled back afterwards), ``SET LOCAL ROLE
-rehearsal_checker`` (a role that may only SELECT the world's tables),
-``SET LOCAL statement_timeout``, the statement through the extended protocol
-(one statement only), then ``COMMIT`` (or ``ROLLBACK TO SAVEPOINT``, which also
-undoes the role and the timeout). Validation against writes, several
-statements, the server clock and session functions happens before, in the
-callers (:mod:`.postgres`).
+:class:`Reader` owns the env's second connection, logged in as the env's own reader role
+(:mod:`._pgsandbox`: SELECT on the world's tables and nothing else, read-only sessions).
+Each read is one pipeline, one round trip: ``BEGIN READ ONLY``, ``SET LOCAL
+statement_timeout``, the statement through the extended protocol (one statement only),
+``COMMIT``. The admin connection of the env never runs a check's or an agent's text.
+
+An agent's rows come back within :data:`RESULT_BYTES`: the statement is wrapped so that
+the server measures each row (``octet_length(row::text)``) and sends only rows whose
+running total fits, with the count of rows it had; fewer rows than that count means the
+result was too large, which the agent is told.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
-from ._database import DatabaseError, Row
-from ._pgcluster import CHECK_ROLE
-from ._pgsql import plain
+from ._database import ApplicationError, DatabaseError, Row
+from ._pgsql import connect, plain
 
-_SAVEPOINT = "rehearsal_read"
+RESULT_BYTES = 4_000_000
+"""Most bytes of rows (as text) an agent's query may return."""
+_EXTRA_COLUMNS = 4
 
 
 class _RaisedPipelineError(logging.Filter):
@@ -41,52 +44,65 @@ class _RaisedPipelineError(logging.Filter):
 logging.getLogger("psycopg").addFilter(_RaisedPipelineError())
 
 
-def read_as_checker(
-    conn: psycopg.Connection[Any], text: str, params: Sequence[Any], *, timeout_ms: int, nested: bool
-) -> tuple[tuple[str, ...], list[Row]]:
-    """Column names and rows of ``text`` run read-only as the check role.
-
-    Args:
-        conn: The env's autocommit connection.
-        text: PostgreSQL text (already validated and translated).
-        params: Its parameters.
-        timeout_ms: The statement timeout.
-        nested: Whether a tool call's transaction is open (then a savepoint is used).
-
-    Raises:
-        psycopg.Error: the statement failed; the connection is back where it was.
-    """
-    try:
-        with conn.pipeline():
-            conn.execute(f"SAVEPOINT {_SAVEPOINT}" if nested else "BEGIN READ ONLY", prepare=False)
-            conn.execute(f"SET LOCAL ROLE {CHECK_ROLE}", prepare=False)
-            conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}", prepare=False)
-            cur = conn.execute(text, plain(params), prepare=False)
-            _end(conn, nested)
-        columns = tuple(d.name for d in cur.description or ())
-        return columns, [tuple(r) for r in cur.fetchall()]
-    except psycopg.Error:
-        _recover(conn, nested)
-        raise
+def capped(body: str, max_rows: int, max_bytes: int) -> str:
+    """An agent's statement (already checked) wrapped to return at most ``max_rows`` rows and ``max_bytes``."""
+    return (
+        "WITH rehearsal_rows AS MATERIALIZED (SELECT agent_query.*, row_number() OVER () AS rehearsal_n_, "
+        f"octet_length(agent_query::text) AS rehearsal_size_ FROM (SELECT * FROM ({body}) AS agent_query "
+        f"LIMIT {int(max_rows)}) AS agent_query) "
+        "SELECT k.*, t.rehearsal_total_ FROM (SELECT count(*) AS rehearsal_total_ FROM rehearsal_rows) AS t "
+        "LEFT JOIN (SELECT r.*, sum(r.rehearsal_size_) OVER (ORDER BY r.rehearsal_n_) AS rehearsal_cum_ "
+        f"FROM rehearsal_rows AS r) AS k ON k.rehearsal_cum_ <= {int(max_bytes)} ORDER BY k.rehearsal_n_"
+    )
 
 
-def _end(conn: psycopg.Connection[Any], nested: bool) -> None:
-    if nested:
-        conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}", prepare=False)
-        conn.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}", prepare=False)
-    else:
-        conn.execute("COMMIT", prepare=False)
+def uncapped(columns: tuple[str, ...], rows: list[Row], max_bytes: int) -> tuple[tuple[str, ...], list[Row]]:
+    """The agent's columns and rows out of :func:`capped`'s result, or :class:`ApplicationError` when cut."""
+    kept = [row[:-_EXTRA_COLUMNS] for row in rows if row[-_EXTRA_COLUMNS] is not None]
+    total = rows[0][-1] if rows else 0
+    if len(kept) < total:
+        raise ApplicationError(f"the query's result passed {max_bytes // 1_000_000} MB before {len(kept) + 1} "
+                               "rows; select fewer or shorter columns, or aggregate in the query")
+    return columns[:-_EXTRA_COLUMNS], kept
 
 
-def _recover(conn: psycopg.Connection[Any], nested: bool) -> None:
-    try:
-        if nested:
-            if conn.info.transaction_status == TransactionStatus.INERROR:
-                _end(conn, nested)
-        elif conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.execute("ROLLBACK", prepare=False)
-    except psycopg.Error as exc:
-        raise DatabaseError(f"PostgreSQL could not end a failed read-only query: {exc}") from exc
+class Reader:
+    """The env's reader connection (see the module docstring)."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._conn = connect(dsn, application_name="rehearsal-env reader")
+
+    def rows(self, text: str, params: Sequence[Any], *, timeout_ms: int) -> tuple[tuple[str, ...], list[Row]]:
+        """Column names and rows of ``text`` run read-only under ``timeout_ms``.
+
+        Raises:
+            psycopg.Error: the statement failed; the connection is back to idle.
+        """
+        if self._conn.closed or self._conn.broken:
+            self._conn = connect(self._dsn, application_name="rehearsal-env reader")
+        conn = self._conn
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN READ ONLY", prepare=False)
+                conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}", prepare=False)
+                cur = conn.execute(text, plain(params), prepare=False)
+                conn.execute("COMMIT", prepare=False)
+            columns = tuple(d.name for d in cur.description or ())
+            return columns, [tuple(r) for r in cur.fetchall()]
+        except psycopg.Error:
+            self._recover()
+            raise
+
+    def _recover(self) -> None:
+        try:
+            if not self._conn.broken and self._conn.info.transaction_status != TransactionStatus.IDLE:
+                self._conn.execute("ROLLBACK", prepare=False)
+        except psycopg.Error as exc:
+            raise DatabaseError(f"PostgreSQL could not end a failed read-only query: {exc}") from exc
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def refused(exc: psycopg.Error) -> bool:

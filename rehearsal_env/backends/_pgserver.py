@@ -5,7 +5,8 @@ needed (``initdb``, C locale, UTF-8, trust authentication) and runs ``postgres``
 listening only on a Unix socket in a fresh private directory, with
 ``synchronous_commit=off`` and ``fsync=off`` (a throwaway sandbox; see
 :mod:`._pgcache` for how a cached cluster is re-initialised after an OS crash).
-``stop()`` asks for a fast shutdown.
+``stop()`` asks for a fast shutdown. Every start writes ``pg_hba.conf`` (the readers'
+rules of :mod:`._pgsandbox`; everyone else: trust on the private socket).
 
 PostgreSQL refuses to run as root, so under root the server runs as an
 unprivileged user: ``$REHEARSAL_POSTGRES_USER``, else ``postgres``, else
@@ -32,6 +33,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from ._database import DatabaseError
+from ._pgsandbox import HBA_RULES
 
 SUPERUSER = "rehearsal"
 """The superuser initdb creates in a private cluster."""
@@ -174,6 +176,7 @@ class PrivateServer:
         if not (self.data_dir / "PG_VERSION").is_file():
             self._initdb()
         self._stop_orphan()
+        self._write_hba()
         self._socket_dir = Path(tempfile.mkdtemp(prefix="rehearsal-pg-"))
         self._give(self._socket_dir)
         args = [str(self.bin / "postgres"), "-D", str(self.data_dir), "-p", "5432",
@@ -201,6 +204,13 @@ class PrivateServer:
             self._socket_dir = None
 
     # -- internals -----------------------------------------------------------
+    def _write_hba(self) -> None:
+        """The readers' rules of :mod:`._pgsandbox` (a reader logs in only to its own database)."""
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(HBA_RULES)
+        self._give(hba)
+        hba.chmod(0o600)
+
     def _give(self, path: Path) -> None:
         if self.user is not None:
             os.chown(path, self.user.uid, self.user.gid)

@@ -1,9 +1,13 @@
 """What PostgreSQL needs so that application SQL and checks behave as on SQLite.
 
-- :func:`translate`: ``?`` placeholders (via :func:`._dialect.placeholders`), the
-  rewrites of :data:`._pgcompat.REWRITES` (``LIKE`` as ``ILIKE``, decimal literals as
-  double precision, ...), and the server clock refused: the world's clock is
-  ``world.now``, which tools write and checks pass explicitly.
+- :func:`translate`: read with sqlglot's PostgreSQL tokenizer (string literals of every
+  kind, ``E'...'`` and ``$$...$$`` included, quoted names and comments are known as
+  such), then ``?`` placeholders become psycopg's ``%s`` (a ``%`` anywhere ``%%``), and
+  SQLite's semantics are written in: ``LIKE`` as ``ILIKE`` (SQLite's ``LIKE`` ignores
+  ASCII case), decimal literals as double precision, ``AS REAL`` as double precision and
+  ``AS INT``/``AS INTEGER`` as bigint (see :mod:`._pgcompat`). Comments are dropped.
+  Application SQL that reads the server clock is refused (:func:`._pgguard.clock_refusal`):
+  the world's clock is ``world.now``, which tools write and checks pass explicitly.
 - :func:`connect`: a connection whose values read back as SQLite's do
   (``numeric`` as int or float, ``boolean`` as 0/1, SQLite's ``sum``/``avg``/``round``
   first on the search path; see :mod:`._pgcompat`).
@@ -12,58 +16,33 @@
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any, NamedTuple
 
 import psycopg
+import sqlglot
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Token, TokenType
 
-from ..checks._check import CLOCK_LITERAL, SERVER_CLOCK
-from ._dialect import placeholders
-from ._pgcompat import REWRITES, SEARCH_PATH, BoolLoader, NumericLoader
+from ._pgcompat import SEARCH_PATH, BoolLoader, NumericLoader
+from ._pgguard import clock_refusal, server_text
 
-_LITERALS_AND_COMMENTS = re.compile(
-    r"""('(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/)""", re.DOTALL
-)
-_DELETE = re.compile(r"\bdelete\b", re.IGNORECASE)
-_INSERT = re.compile(r"\binsert\b", re.IGNORECASE)
-_WRITE = re.compile(r"\b(insert|update|delete)\b", re.IGNORECASE)
-_INSERT_COLUMNS = re.compile(r"^\s*insert\s+into\s+\w+\s*(\((?P<cols>[^)]*)\))?", re.IGNORECASE)
-
-
-_SESSION_FUNCTIONS = re.compile(
-    r"\b(set_config|pg_advisory\w*|pg_try_advisory\w*|pg_terminate_backend|pg_cancel_backend|pg_notify|"
-    r"pg_reload_conf|pg_read_\w+|pg_ls_\w+|pg_stat_file|lo_\w+|dblink\w*)\s*\(",
-    re.IGNORECASE,
-)
+_TOKENIZER = sqlglot.Dialect.get_or_raise("postgres")
+_QUOTED = {TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.BYTE_STRING, TokenType.HEX_STRING,
+           TokenType.BIT_STRING, TokenType.RAW_STRING, TokenType.HEREDOC_STRING, TokenType.UNICODE_STRING,
+           TokenType.IDENTIFIER}
+_NAMES = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.NUMBER}
+_CASTS = {"REAL": "double precision", "INT": "bigint", "INTEGER": "bigint"}
 
 
 class SqlNotAllowed(ValueError):
-    """The SQL reads the server's clock, or (in a check) calls a function with session side effects."""
-
-
-def guard_check(sql: str) -> None:
-    """Refuse a check that calls a function able to change the session or signal the server.
-
-    ``set_config('role', ...)`` would otherwise switch back to the connection's own
-    user; the others take locks, signal backends or read server files.
-
-    Raises:
-        SqlNotAllowed: naming the function.
-    """
-    code = " ".join(_LITERALS_AND_COMMENTS.split(sql)[0::2])
-    found = _SESSION_FUNCTIONS.search(code)
-    if found:
-        raise SqlNotAllowed(
-            f"the check calls {found.group(1)}(), which changes the session or acts on the server: {sql!r}. "
-            "A check may only read the world's tables"
-        )
+    """The application's SQL reads the server's clock, or cannot be read."""
 
 
 class Translated(NamedTuple):
     """A statement ready for PostgreSQL, and how it can move id counters."""
 
     text: str
-    """The statement with ``%s`` placeholders and :data:`._pgcompat.REWRITES` applied."""
+    """The statement with ``%s`` placeholders and SQLite's semantics written in (module docstring)."""
     moves_ids: bool
     """A DELETE, or an INSERT that sets the key itself: after it commits, SQLite's
     "next id = max(id) + 1" and a sequence can part, so sequences are re-synced."""
@@ -74,32 +53,77 @@ class Translated(NamedTuple):
     failing statement is undone alone and the transaction goes on, as on SQLite."""
 
 
+def _raw(sql: str, token: Token) -> str:
+    return sql[token.start:token.end + 1].replace("%", "%%")
+
+
+def _rewritten(sql: str, tokens: list[Token], i: int) -> str:
+    """Token ``i`` as PostgreSQL text with SQLite's semantics (see the module docstring)."""
+    token = tokens[i]
+    kind = token.token_type
+    if kind in _QUOTED:
+        return _raw(sql, token)
+    if kind == TokenType.PLACEHOLDER and token.text == "?":
+        return "%s"
+    if kind == TokenType.LIKE:
+        return "ILIKE"
+    if kind == TokenType.NUMBER and any(c in token.text for c in ".eE") and not token.text.startswith(("0x", "0X")):
+        return f"CAST({token.text} AS double precision)"
+    previous = tokens[i - 1] if i else None
+    if previous is not None and previous.token_type == TokenType.ALIAS and token.text.upper() in _CASTS:
+        return _CASTS[token.text.upper()]
+    return _raw(sql, token)
+
+
+def _decimal_dot(tokens: list[Token], i: int) -> bool:
+    """``.5``: a dot glued to the number after it, not after a name (``t.5`` is not SQL anyway)."""
+    token, nxt = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else None
+    previous = tokens[i - 1] if i else None
+    return (token.token_type == TokenType.DOT and nxt is not None and nxt.token_type == TokenType.NUMBER
+            and nxt.start == token.end + 1 and "." not in nxt.text
+            and (previous is None or previous.token_type not in _NAMES or previous.end + 1 < token.start))
+
+
 @functools.lru_cache(maxsize=4096)
 def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
     """``sql`` for PostgreSQL (see :class:`Translated`); ``keys``: the tables' primary-key names.
 
     Raises:
-        SqlNotAllowed: the statement reads the server's clock.
+        SqlNotAllowed: the statement cannot be tokenized, or it reads the server's clock.
     """
-    parts = _LITERALS_AND_COMMENTS.split(sql)
-    code = " ".join(parts[0::2])
-    clock = SERVER_CLOCK.search(code) or CLOCK_LITERAL.search(sql)
-    if clock:
-        raise SqlNotAllowed(
-            f"the SQL reads the database server's clock ({clock.group(0).strip()!r}): {sql!r}. "
-            "The world's clock is frozen: write ctx.now / world.now as a parameter instead"
-        )
-    for i in range(0, len(parts), 2):
-        for pattern, replacement in REWRITES:
-            parts[i] = pattern.sub(replacement, parts[i])
-    moves_ids = bool(_DELETE.search(code))
-    insert = _INSERT_COLUMNS.match(code)
-    if insert:
-        cols = insert.group("cols")
-        moves_ids = moves_ids or cols is None or bool(keys & {c.strip().lower() for c in cols.split(",")})
-    inserts = bool(_INSERT.search(code))
-    writes = bool(_WRITE.search(code))
-    return Translated(placeholders("".join(parts), "postgres"), moves_ids, inserts, writes)
+    try:
+        tokens = list(_TOKENIZER.tokenize(sql))
+    except SqlglotError as exc:
+        raise SqlNotAllowed(f"the SQL cannot be read ({exc}): {sql!r}") from exc
+    out: list[str] = []
+    end = -1
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        gap = sql[end + 1:token.start]
+        out.append(gap.replace("%", "%%") if not gap or gap.isspace() else " ")
+        if _decimal_dot(tokens, i):
+            number = tokens[i + 1]
+            out.append(f"CAST(.{number.text} AS double precision)")
+            end, i = number.end, i + 2
+            continue
+        out.append(_rewritten(sql, tokens, i))
+        end, i = token.end, i + 1
+    text = "".join(out)
+    why = clock_refusal(server_text(text))
+    if why is not None:
+        raise SqlNotAllowed(f"the SQL {why}: {sql!r}")
+    kinds = [t.token_type for t in tokens]
+    moves_ids = TokenType.DELETE in kinds
+    if kinds[:2] == [TokenType.INSERT, TokenType.INTO]:
+        cols: set[str] | None = None
+        if len(tokens) > 3 and kinds[3] == TokenType.L_PAREN:
+            close = kinds.index(TokenType.R_PAREN, 3) if TokenType.R_PAREN in kinds[3:] else len(kinds)
+            cols = {t.text.lower() for t in tokens[4:close] if t.token_type != TokenType.COMMA}
+        moves_ids = moves_ids or cols is None or bool(keys & cols)
+    inserts = TokenType.INSERT in kinds
+    writes = bool({TokenType.INSERT, TokenType.UPDATE, TokenType.DELETE} & set(kinds))
+    return Translated(text, moves_ids, inserts, writes)
 
 
 def connect(dsn: str, *, application_name: str = "rehearsal-env") -> psycopg.Connection[tuple[Any, ...]]:

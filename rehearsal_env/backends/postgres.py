@@ -11,12 +11,13 @@ SQLite); :meth:`PostgresDatabase.reset` still restores the exact snapshot (rows 
 id sequences) with one function call in one round trip, because row triggers log
 every touched key (:mod:`._pgreset`). No transaction is held across episodes.
 
-Checks (and agents' queries, :meth:`PostgresDatabase.read_query`) are refused by
-:func:`~rehearsal_env.checks.validate_check_sql`, for reading the server clock, or
-for calling session functions (``set_config``, ...) before reaching the server; then
-they run ``READ ONLY``, as ``rehearsal_checker`` (a role that may only SELECT) under
-a ``statement_timeout``, through the extended protocol (a second statement is refused
-by the server too); see :mod:`._pgread`.
+Checks and agents' queries (:meth:`PostgresDatabase.read_query`) never run on that
+connection: they run on a second one that logs in as the env's own unprivileged reader
+(:mod:`._pgsandbox`, :mod:`._pgread`), so no text can act as the admin whatever it
+holds. Before that, a real parser decides what a statement is: sqlglot for the portable
+rules (:func:`~rehearsal_env.checks.validate_check_sql`), then PostgreSQL's own parser
+on the exact text the server receives (:mod:`._pgguard`): one SELECT, no server clock,
+and for agents only the world's tables and allowed functions.
 
 Values, column names and refusals read back as on SQLite (:mod:`._pgcompat`), so
 :func:`~rehearsal_env.backends.digest` and observations agree across backends. Ids
@@ -30,25 +31,24 @@ import os
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
-from ..checks import CheckError, CheckRefused, validate_check_sql
+from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
 from ._database import ApplicationError, DatabaseError, Dialect, Row
 from ._pgcache import shared_dsn
 from ._pgcluster import Cluster, cluster
 from ._pgcompat import sqlite_column_names, sqlite_integrity_message
-from ._pgread import connection_lost, read_as_checker, refused, timed_out
+from ._pgguard import refusal, server_text
+from ._pgread import RESULT_BYTES, Reader, capped, connection_lost, refused, timed_out, uncapped
 from ._pgreset import SCHEMA as RESET_SCHEMA
 from ._pgreset import dependency_order
-from ._pgsql import SqlNotAllowed, connect, guard_check, plain, translate
+from ._pgsql import SqlNotAllowed, connect, plain, translate
+from ._spec import DatabaseSpec
 from .sqlite import single_value
-
-if TYPE_CHECKING:
-    from ..worlds import World
 
 CHECK_TIMEOUT_MS = 5000
 """A check running longer than this is cancelled (the check errors; the episode is not scored)."""
@@ -63,20 +63,21 @@ def server_dsn(dsn: str | None = None) -> tuple[str, bool]:
     return shared_dsn(), True
 
 
-def _release(where: Cluster, name: str, conn: psycopg.Connection[Any]) -> None:
-    """Close the env's connection and drop its database (also run if an env is never closed)."""
+def _release(where: Cluster, name: str, conn: psycopg.Connection[Any], reader: Reader) -> None:
+    """Close the env's connections and drop its database and reader (also run if an env is never closed)."""
     try:
+        reader.close()
         conn.close()
-        where.drop_database(name)
+        where.drop_env_database(name)
     except (psycopg.Error, DatabaseError):
         pass  # at interpreter exit the private server may already be gone; it drops leftovers next start
 
 
 class PostgresDatabase:
-    """One env's private PostgreSQL database of a world (see the module docstring).
+    """One env's private PostgreSQL database of a :class:`DatabaseSpec` (see the module docstring).
 
     Args:
-        world: The world whose schema and seed data to load.
+        spec: The tables and seed rows to load (a world, or a :class:`~rehearsal_env.backends.SeedData`).
         dsn: A libpq connection string of a server where this user may create databases
             and roles; None: ``REHEARSAL_POSTGRES_DSN``, else a private server.
         check_timeout_ms: The ``statement_timeout`` of a check.
@@ -85,21 +86,24 @@ class PostgresDatabase:
     dialect: Dialect = "postgres"
 
     def __init__(
-        self, world: World, dsn: str | None = None, *, check_timeout_ms: int = CHECK_TIMEOUT_MS
+        self, spec: DatabaseSpec, dsn: str | None = None, *, check_timeout_ms: int = CHECK_TIMEOUT_MS
     ) -> None:
-        self.tables = world.tables
+        self.tables = tuple(spec.tables)
         self.check_timeout_ms = int(check_timeout_ms)
-        self._keys = frozenset(t.primary_key for t in world.tables)
+        self._keys = frozenset(t.primary_key for t in self.tables)
+        self._table_names = frozenset(t.name.lower() for t in self.tables)
         dsn, private = server_dsn(dsn)
         self._cluster = cluster(dsn, private=private)
-        self.name = self._cluster.create_env_database(world)
+        self.name, password = self._cluster.create_env_database(spec)
         try:
             self._conn = connect(self._cluster.db_dsn(self.name))
+            self._reader = Reader(self._cluster.reader_dsn(self.name, password))
         except psycopg.Error as exc:
-            self._cluster.drop_database(self.name)
+            self._cluster.drop_env_database(self.name)
             raise DatabaseError(f"could not connect to the env database {self.name!r}: {exc}") from exc
-        self._finalizer = weakref.finalize(self, _release, self._cluster, self.name, self._conn)
+        self._finalizer = weakref.finalize(self, _release, self._cluster, self.name, self._conn, self._reader)
         self._in_transaction = False
+        self._wrote = False
         self._moved_ids = False
         self._inserted = False
 
@@ -133,6 +137,7 @@ class PostgresDatabase:
         if self._in_transaction:
             self._moved_ids |= stmt.moves_ids
             self._inserted |= stmt.inserts
+            self._wrote |= stmt.writes
         elif stmt.moves_ids:
             self._call("sync_sequences")
         return [tuple(r) for r in rows]
@@ -158,7 +163,7 @@ class PostgresDatabase:
         if self._in_transaction:
             raise RuntimeError("transaction() is not reentrant: one tool call is one transaction")
         self._command("BEGIN")
-        self._in_transaction, self._moved_ids, self._inserted = True, False, False
+        self._in_transaction, self._moved_ids, self._inserted, self._wrote = True, False, False, False
         try:
             yield
         except BaseException:
@@ -177,24 +182,25 @@ class PostgresDatabase:
         if self._moved_ids:
             self._call("sync_sequences")
 
-    # -- reading as the check role ---------------------------------------------------
+    # -- reading as the env's reader ----------------------------------------------
     def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
         validate_check_sql(sql)
         try:
-            guard_check(sql)
             text = translate(sql, self._keys).text
         except SqlNotAllowed as exc:
             raise CheckRefused(f"the check is not allowed: {exc}") from exc
+        why = refusal(server_text(text))
+        if why is not None:
+            raise CheckRefused(f"the check is refused: {why}: {sql!r}")
         return self._read_only(text, params)
 
     def _read_only(self, text: str, params: Sequence[Any] = ()) -> Any:
-        """Run PostgreSQL text read-only, as the check role, under the timeout (no validation)."""
+        """Run PostgreSQL text as a check on the reader (no parsing: the server's layers alone)."""
         if self._in_transaction:
             raise DatabaseError(
                 "a check ran inside an open application transaction; run checks between tool calls")
         try:
-            _, rows = read_as_checker(self._conn, text, params, timeout_ms=self.check_timeout_ms,
-                                      nested=False)
+            _, rows = self._reader.rows(text, params, timeout_ms=self.check_timeout_ms)
         except psycopg.Error as exc:
             if refused(exc):
                 raise CheckRefused(f"the check tried to do more than read: {_first_line(exc)}") from exc
@@ -211,25 +217,36 @@ class PostgresDatabase:
     ) -> tuple[tuple[str, ...], list[Row], bool]:
         """An agent's read-only SELECT: (column names, at most ``max_rows`` rows, whether cut).
 
-        Same layers as a check; works inside a tool call's transaction too. Columns are
-        named as SQLite names them (``COUNT(*)``, not ``count``).
+        Decided by both parsers, run on the reader; works inside a tool call's transaction (it
+        reads committed data). Columns are named as SQLite names them (``COUNT(*)``, not ``count``).
 
         Raises:
-            ApplicationError: the query is refused, fails or runs past ``timeout_s`` (the agent's
-                problem: the agent sees why).
-            DatabaseError: the connection failed.
+            ApplicationError: the query is refused, fails, runs past ``timeout_s`` or returns more
+                than :data:`._pgread.RESULT_BYTES` (the agent's problem: the agent sees why).
+            DatabaseError: the connection failed, or a tool ran this after writing in the same call.
         """
+        why = agent_sql_refusal(sql, "postgres", self._table_names)
+        if why is None:
+            try:
+                body = translate(sql, self._keys).text.strip().rstrip(";")
+            except SqlNotAllowed as exc:
+                why = str(exc)
+            else:
+                why = refusal(server_text(body), self._table_names)
+        if why is not None:
+            raise ApplicationError(f"the query is refused: {why}. Only one read-only SELECT statement on the "
+                                   "world's tables runs")
+        columns, rows = self._agent_read(body, max_rows=max_rows, timeout_s=timeout_s)
+        return sqlite_column_names(sql, columns), rows[:max_rows], len(rows) > max_rows
+
+    def _agent_read(self, body: str, *, max_rows: int, timeout_s: float) -> tuple[tuple[str, ...], list[Row]]:
+        """An agent's PostgreSQL text on the reader within the row, byte and time caps (no parsing)."""
+        if self._in_transaction and self._wrote:
+            raise DatabaseError("a tool ran an agent's query after writing in the same call; agents' queries "
+                                "read committed data: run them before the tool's writes")
         try:
-            validate_check_sql(sql, name="query")
-            guard_check(sql)
-            body = translate(sql, self._keys).text.strip().rstrip(";")
-        except (CheckRefused, SqlNotAllowed) as exc:
-            raise ApplicationError(f"{exc}. Only one read-only SELECT statement runs") from exc
-        text = f"SELECT * FROM ({body}) AS agent_query LIMIT {int(max_rows) + 1}"
-        timeout_ms = max(1, int(timeout_s * 1000))
-        try:
-            columns, rows = read_as_checker(self._conn, text, (), timeout_ms=timeout_ms,
-                                            nested=self._in_transaction)
+            columns, rows = self._reader.rows(capped(body, max_rows + 1, RESULT_BYTES), (),
+                                              timeout_ms=max(1, int(timeout_s * 1000)))
         except psycopg.Error as exc:
             if connection_lost(exc):
                 raise DatabaseError(f"PostgreSQL failed while running a query: {_first_line(exc)}") from exc
@@ -239,7 +256,7 @@ class PostgresDatabase:
             if refused(exc):
                 raise ApplicationError(f"the query tried to do more than read: {_first_line(exc)}") from exc
             raise ApplicationError(f"the query failed: {_first_line(exc)}") from exc
-        return sqlite_column_names(sql, columns), rows[:max_rows], len(rows) > max_rows
+        return uncapped(columns, rows, RESULT_BYTES)
 
     # -- reset and close -------------------------------------------------------------
     def touched(self) -> dict[str, set[Any]]:
@@ -259,8 +276,9 @@ class PostgresDatabase:
     def close(self) -> None:
         if self._finalizer.detach() is None:
             return
+        self._reader.close()
         self._conn.close()
-        self._cluster.drop_database(self.name)
+        self._cluster.drop_env_database(self.name)
 
     # -- helpers -----------------------------------------------------------------
     def _command(self, command: str) -> None:

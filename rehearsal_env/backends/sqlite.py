@@ -1,41 +1,46 @@
 """The embedded default: SQLite in memory, reset by deserializing a snapshot.
 
-The world is created and seeded once per process into an in-memory database,
+The database is created and seeded once per process into an in-memory database,
 serialized to bytes, and every env deserializes those bytes into its own
 connection. ``reset()`` deserializes again (about 0.1-0.3 ms for 1.5 MB): the
 exact snapshot is back even though every tool call committed.
 
-Checks run with ``PRAGMA query_only`` and an authorizer that denies every
-action but reading, on top of :func:`~rehearsal_env.checks.validate_check_sql`.
+Checks and agents' queries run read-only within bounds (:mod:`._sqliteread`):
+``PRAGMA query_only``, an authorizer that denies every action but reading (for an
+agent: only the world's tables and an allow-list of functions), SQLite's own size
+limits, a deadline, a cap on SQLite's heap and on the bytes fetched, on top of the
+parser's decisions (:func:`~rehearsal_env.checks.validate_check_sql`,
+:func:`~rehearsal_env.checks.agent_sql_refusal`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..checks import CheckError, CheckRefused, validate_check_sql
+from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
+from ..schema import Table
 from ._database import ApplicationError, DatabaseError, Dialect, Row
 from ._dialect import create_table
+from ._spec import DatabaseSpec
+from ._sqliteread import (
+    AGENT_LIMITS,
+    agent_authorizer,
+    authorize_read_only,
+    clock_refusal,
+    fetch_capped,
+    frozen_date_functions,
+    reading,
+)
 
-if TYPE_CHECKING:
-    from ..schema import Table
-    from ..worlds import World
+CHECK_TIMEOUT_S = 5.0
+"""A check running longer than this is stopped (it errors), as PostgreSQL's ``statement_timeout``."""
 
 _SNAPSHOTS: dict[tuple[str, str, int], bytes] = {}
 _LOCK = threading.Lock()
-
-_READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
-# WITH clauses report SQLITE_RECURSIVE (33) on some builds.
-_READ_ACTIONS.add(getattr(sqlite3, "SQLITE_RECURSIVE", 33))
-
-
-def _authorize_read_only(action: int, *_: Any) -> int:
-    return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
 
 
 TOUCHED = "_rehearsal_touched"
@@ -53,19 +58,19 @@ def _log_touched_keys(conn: sqlite3.Connection, tables: Sequence[Table]) -> None
                          f"ON {table.name} BEGIN INSERT INTO {TOUCHED} VALUES {values}; END")
 
 
-def build_snapshot(world: World) -> bytes:
-    """Create and seed the world in memory and return the serialized database."""
-    key = (world.name, world.seed_fingerprint, hash(world.tables))
+def build_snapshot(spec: DatabaseSpec) -> bytes:
+    """Create and seed ``spec``'s tables in memory and return the serialized database (cached)."""
+    key = (spec.name, spec.seed_fingerprint, hash(spec.tables))
     with _LOCK:
         if key not in _SNAPSHOTS:
             conn = sqlite3.connect(":memory:", isolation_level=None)
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("BEGIN")
-            for table in world.tables:
+            for table in spec.tables:
                 for statement in create_table(table, "sqlite"):
                     conn.execute(statement)
-            rows = world.seed_rows()
-            for table in world.tables:
+            rows = spec.seed_rows()
+            for table in spec.tables:
                 data = rows.get(table.name, [])
                 if data:
                     marks = ", ".join("?" * len(table.columns))
@@ -73,7 +78,7 @@ def build_snapshot(world: World) -> bytes:
                         f"INSERT INTO {table.name} ({', '.join(table.column_names)}) VALUES ({marks})",
                         data,
                     )
-            _log_touched_keys(conn, world.tables)
+            _log_touched_keys(conn, spec.tables)
             conn.execute("COMMIT")
             _SNAPSHOTS[key] = conn.serialize()
             conn.close()
@@ -81,13 +86,15 @@ def build_snapshot(world: World) -> bytes:
 
 
 class SQLiteDatabase:
-    """One env's in-memory SQLite copy of a world (see the module docstring)."""
+    """One env's in-memory SQLite copy of a :class:`DatabaseSpec`'s tables (see the module docstring)."""
 
     dialect: Dialect = "sqlite"
 
-    def __init__(self, world: World) -> None:
-        self.tables = world.tables
-        self._snapshot = build_snapshot(world)
+    def __init__(self, spec: DatabaseSpec) -> None:
+        self.tables = tuple(spec.tables)
+        self._table_names = frozenset(t.name for t in self.tables)
+        self._snapshot = build_snapshot(spec)
+        self._changes_at_begin: int | None = None
         self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA foreign_keys = ON")
         self.reset()
@@ -115,36 +122,31 @@ class SQLiteDatabase:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         self._conn.execute("BEGIN")
+        self._changes_at_begin = self._conn.total_changes
         try:
             yield
         except BaseException:
+            self._changes_at_begin = None
             self._conn.execute("ROLLBACK")
             raise
+        self._changes_at_begin = None
         self._conn.execute("COMMIT")
-
-    @contextmanager
-    def _read_only(self, timeout_s: float | None = None) -> Iterator[None]:
-        """``PRAGMA query_only``, an authorizer that allows only reading, and an optional deadline."""
-        self._conn.execute("PRAGMA query_only = ON")
-        self._conn.set_authorizer(_authorize_read_only)
-        if timeout_s is not None:
-            deadline = time.monotonic() + timeout_s
-            self._conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
-        try:
-            yield
-        finally:
-            self._conn.set_progress_handler(None, 0)
-            self._conn.set_authorizer(None)
-            self._conn.execute("PRAGMA query_only = OFF")
 
     def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
         validate_check_sql(sql)
+        return self._check(sql, params)
+
+    def _check(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run a check's text read-only under the check deadline (no parsing: the engine's layers alone)."""
         try:
-            with self._read_only():
+            with reading(self._conn, authorize_read_only, timeout_s=CHECK_TIMEOUT_S):
                 rows = self._conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.DatabaseError as exc:
             if _refused(exc):
                 raise CheckRefused(f"the check tried to do more than read: {exc}") from exc
+            if "interrupt" in str(exc):
+                raise CheckError(f"the check ran longer than {CHECK_TIMEOUT_S:g} s and was stopped; make it "
+                                 "cheaper (filter on indexed columns)") from exc
             raise CheckError(f"the check's query failed: {exc}") from exc
         return single_value(rows)
 
@@ -152,25 +154,36 @@ class SQLiteDatabase:
         """An agent's read-only SELECT: (column names, at most ``max_rows`` rows, whether cut).
 
         Raises:
-            ApplicationError: the query is refused, fails or runs past ``timeout_s`` (the agent sees why).
+            ApplicationError: the query is refused, fails, runs past ``timeout_s`` or needs more memory or
+                result bytes than :data:`._sqliteread.AGENT_LIMITS` (the agent sees why).
+            DatabaseError: a tool ran the agent's query after writing in the same call (a bug of the world).
         """
+        refusal = agent_sql_refusal(sql, "sqlite", self._table_names)
+        if refusal is not None:
+            raise ApplicationError(f"the query is refused: {refusal}. Only one read-only SELECT statement "
+                                   "on the world's tables runs")
+        return self._agent_read(sql, max_rows=max_rows, timeout_s=timeout_s)
+
+    def _agent_read(self, sql: str, *, max_rows: int, timeout_s: float) -> tuple[tuple[str, ...], list[Row], bool]:
+        """An agent's text under the engine's layers alone (no parsing)."""
+        if self._changes_at_begin is not None and self._conn.total_changes != self._changes_at_begin:
+            raise DatabaseError("a tool ran an agent's query after writing in the same call; agents' queries "
+                                "read committed data (as on PostgreSQL): run them before the tool's writes")
+        limits = AGENT_LIMITS
         try:
-            validate_check_sql(sql, name="query")
-        except CheckRefused as exc:
-            raise ApplicationError(f"{exc}. Only one read-only SELECT statement runs") from exc
-        try:
-            with self._read_only(timeout_s):
+            with reading(self._conn, agent_authorizer(self._table_names), timeout_s=timeout_s, limits=limits,
+                         fallback_used=len(self._snapshot) * 2), frozen_date_functions(self._conn):
                 cursor = self._conn.execute(sql)
-                rows = cursor.fetchmany(max_rows + 1)
-                columns = tuple(d[0] for d in cursor.description or ())
-                cursor.close()
+                try:
+                    rows = fetch_capped(cursor, max_rows + 1, limits.result_bytes)
+                    columns = tuple(d[0] for d in cursor.description or ())
+                finally:
+                    cursor.close()
+        except MemoryError as exc:
+            raise ApplicationError(f"the query needed more than {(limits.heap_bytes or 0) >> 20} MB and was "
+                                   "stopped; aggregate in the query or select shorter values") from exc
         except sqlite3.Error as exc:
-            if "interrupt" in str(exc):
-                raise ApplicationError(f"the query ran longer than {timeout_s:g}s and was stopped; filter "
-                                       "earlier, join on keys, or aggregate in the query") from exc
-            if _refused(exc):
-                raise ApplicationError(f"the query tried to do more than read: {exc}") from exc
-            raise ApplicationError(f"the query failed: {exc}") from exc
+            raise ApplicationError(_agent_failure(exc, timeout_s)) from exc
         return columns, rows[:max_rows], len(rows) > max_rows
 
     def reset(self) -> None:
@@ -185,6 +198,23 @@ class SQLiteDatabase:
 
 def _refused(exc: sqlite3.Error) -> bool:
     return "not authorized" in str(exc) or "readonly" in str(exc)
+
+
+def _agent_failure(exc: sqlite3.Error, timeout_s: float) -> str:
+    """What the agent reads when its query failed on SQLite."""
+    text = str(exc)
+    if "interrupt" in text:
+        return (f"the query ran longer than {timeout_s:g}s and was stopped; filter earlier, join on keys, or "
+                "aggregate in the query")
+    if "user-defined function raised exception" in text:
+        return f"the query is refused: {clock_refusal() or text}"
+    if "too big" in text or "too many" in text or "too long" in text or "too large" in text:
+        return (f"the query passed one of SQLite's limits ({text}); values may be at most "
+                f"{AGENT_LIMITS.length // 1000} kB, the query {AGENT_LIMITS.sql_length // 1000} kB and "
+                f"{AGENT_LIMITS.columns} columns")
+    if _refused(exc):
+        return f"the query tried to do more than read: {text}. It may read only the world's tables"
+    return f"the query failed: {text}"
 
 
 def single_value(rows: Sequence[Sequence[Any]]) -> Any:

@@ -1,18 +1,23 @@
-"""Checks: single read-only SQL statements whose value decides an outcome."""
+"""Checks: single read-only SQL statements whose value decides an outcome, and what a statement is."""
 
-from ._check import (
-    OPS,
-    Check,
-    CheckError,
-    CheckKind,
-    CheckRefused,
-    CheckResult,
-    Op,
-    code_only,
+from ._agent import AGENT_FUNCTIONS, agent_sql_refusal
+from ._check import OPS, Check, CheckKind, CheckResult, Op
+from ._errors import CheckError, CheckRefused
+from ._statement import (
+    CLOCK_FUNCTIONS,
+    CLOCK_KEYWORDS,
+    CLOCK_WORDS,
+    SqlDialect,
+    Statement,
+    parse_statement,
     validate_check_sql,
 )
 
 __all__ = [
+    "AGENT_FUNCTIONS",
+    "CLOCK_FUNCTIONS",
+    "CLOCK_KEYWORDS",
+    "CLOCK_WORDS",
     "OPS",
     "Check",
     "CheckError",
@@ -20,6 +25,9 @@ __all__ = [
     "CheckRefused",
     "CheckResult",
     "Op",
-    "code_only",
+    "SqlDialect",
+    "Statement",
+    "agent_sql_refusal",
+    "parse_statement",
     "validate_check_sql",
 ]

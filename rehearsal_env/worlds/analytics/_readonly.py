@@ -1,11 +1,11 @@
 """An agent's SQL, run read-only with a row limit and a time limit.
 
-The statement must first pass :func:`~rehearsal_env.checks.validate_check_sql`
-(one ``SELECT``/``WITH`` statement, no word that writes or changes session
-state). It then runs through the backend's :meth:`~rehearsal_env.backends.Database.read_query`,
-read-only on every backend (SQLite: ``PRAGMA query_only``, a read-only authorizer
-and a deadline; PostgreSQL: a read-only transaction as a role that cannot
-write, with a ``statement_timeout``).
+The backend's :meth:`~rehearsal_env.backends.Database.read_query` decides, with a
+real SQL parser of its dialect, that the statement is one ``SELECT``/``WITH``
+statement that reads only the world's tables, calls only allowed functions and
+not the server clock, then runs it read-only within bounds (SQLite: ``PRAGMA
+query_only``, an authorizer, size limits, a deadline and a heap cap; PostgreSQL:
+a connection that logs in as an unprivileged role with a ``statement_timeout``).
 
 An agent's bad query is the agent's problem, not the environment's: every
 refusal becomes :class:`~rehearsal_env.tools.ToolFailed` (status ``error``),
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...backends import ApplicationError, Database
-from ...checks import CheckRefused, validate_check_sql
 from ...tools import ToolFailed
 
 
@@ -39,13 +38,10 @@ class ReadResult:
 def read_only_query(db: Database, sql: str, *, max_rows: int, timeout_s: float) -> ReadResult:
     """Run one read-only statement of an agent, or raise :class:`ToolFailed` saying why not."""
     try:
-        validate_check_sql(sql, name="run_sql")
-    except CheckRefused as exc:
-        raise ToolFailed(f"{exc}. run_sql runs one read-only SELECT statement") from None
-    try:
         columns, rows, truncated = db.read_query(sql, max_rows=max_rows, timeout_s=timeout_s)
     except ApplicationError as exc:
-        hint = "" if "longer than" in str(exc) else ". Check table and column names with list_tables / describe_table"
+        hint = "" if "longer than" in str(exc) or "refused" in str(exc) else (
+            ". Check table and column names with list_tables / describe_table")
         raise ToolFailed(f"{exc}{hint}") from None
     return ReadResult(tuple(columns), tuple(tuple(r) for r in rows), bool(truncated))
 

@@ -9,10 +9,9 @@ the rows it was shown".
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ...checks import code_only
+from ...checks import parse_statement
 from ...tools import ToolContext, ToolFailed, tool
 from ._readonly import json_rows, json_value, read_only_query
 from .schema import TABLES
@@ -22,15 +21,9 @@ MAX_ROWS = 100
 TIMEOUT_S = 5.0
 """Seconds a ``run_sql`` query may run before it is stopped."""
 
-_AGGREGATE = re.compile(
-    r"\b(count|sum|avg|min|max|total|group_concat|string_agg)\s*\(|\bgroup\s+by\b", re.IGNORECASE)
-_RANKED = re.compile(r"\border\s+by\b.*\blimit\s+\d+", re.IGNORECASE | re.DOTALL)
-
-
 def aggregates(sql: str) -> bool:
-    """Whether a query makes the database aggregate or rank (literals and comments ignored)."""
-    code = code_only(sql)
-    return bool(_AGGREGATE.search(code) or _RANKED.search(code))
+    """Whether a query makes the database aggregate or rank (an aggregate, GROUP BY, ORDER BY ... LIMIT)."""
+    return parse_statement(sql, "sqlite").aggregates
 
 
 @tool("read")

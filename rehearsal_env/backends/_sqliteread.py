@@ -1,0 +1,274 @@
+"""Reading on SQLite within bounds: checks and agents' queries, read-only, limited in time and memory.
+
+:func:`reading` wraps one read-only statement on an env's connection:
+
+- ``PRAGMA query_only`` and an authorizer that denies every action but reading; for an
+  agent's query the authorizer also allows only the world's tables and the functions of
+  :data:`ENGINE_FUNCTIONS` (SQLite's own names, checked when the statement is prepared,
+  whatever spelling reached it);
+- :class:`ReadLimits` through ``Connection.setlimit`` (longest value, SQL text, columns,
+  expression depth, compound SELECTs, function arguments, LIKE pattern, parameters), so
+  that no single value or step can grow without bound;
+- a deadline checked by the progress handler every :data:`PROGRESS_STEPS` virtual-machine
+  steps (with values capped at ``length`` bytes, a step is short);
+- ``PRAGMA hard_heap_limit``: SQLite's heap may grow by at most ``heap_bytes`` during the
+  statement (the limit is process-wide while the statement runs, then lifted);
+- for agents, SQLite's date functions replaced by frozen ones that refuse ``'now'``
+  however it was computed (``date('no' || 'w')``) and a missing time value
+  (``date()`` is today): :func:`frozen_date_functions`.
+
+The caller caps the rows and bytes it fetches (:func:`fetch_capped`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ._database import ApplicationError, Row
+
+PROGRESS_STEPS = 1000
+"""Virtual-machine steps between two looks at the deadline."""
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """What one read-only statement may use on SQLite."""
+
+    length: int
+    """Longest string or blob, in bytes (``SQLITE_LIMIT_LENGTH``)."""
+    sql_length: int
+    """Longest statement text, in bytes (``SQLITE_LIMIT_SQL_LENGTH``)."""
+    columns: int
+    """Most result columns and terms of a list (``SQLITE_LIMIT_COLUMN``)."""
+    expr_depth: int
+    """Deepest expression tree (``SQLITE_LIMIT_EXPR_DEPTH``)."""
+    compound_select: int
+    """Most SELECTs joined by UNION and friends (``SQLITE_LIMIT_COMPOUND_SELECT``)."""
+    function_args: int
+    """Most arguments of one function call (``SQLITE_LIMIT_FUNCTION_ARG``)."""
+    like_pattern: int
+    """Longest LIKE or GLOB pattern (``SQLITE_LIMIT_LIKE_PATTERN_LENGTH``)."""
+    variables: int
+    """Most ``?`` parameters (``SQLITE_LIMIT_VARIABLE_NUMBER``)."""
+    heap_bytes: int | None
+    """How much SQLite's heap may grow while the statement runs; None: unbounded."""
+    result_bytes: int
+    """Most bytes of values the caller fetches (strings and blobs by length, numbers as 8)."""
+
+
+AGENT_LIMITS = ReadLimits(length=1_000_000, sql_length=100_000, columns=64, expr_depth=64, compound_select=16,
+                          function_args=16, like_pattern=1000, variables=32, heap_bytes=160 << 20,
+                          result_bytes=4_000_000)
+"""An agent's query (``run_sql``): generous for analysis, far from exhausting the machine."""
+
+_LIMIT_IDS: dict[str, int] = {
+    "length": sqlite3.SQLITE_LIMIT_LENGTH, "sql_length": sqlite3.SQLITE_LIMIT_SQL_LENGTH,
+    "columns": sqlite3.SQLITE_LIMIT_COLUMN, "expr_depth": sqlite3.SQLITE_LIMIT_EXPR_DEPTH,
+    "compound_select": sqlite3.SQLITE_LIMIT_COMPOUND_SELECT, "function_args": sqlite3.SQLITE_LIMIT_FUNCTION_ARG,
+    "like_pattern": sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, "variables": sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER,
+}
+
+ENGINE_FUNCTIONS = frozenset({
+    "count", "sum", "avg", "min", "max", "total", "group_concat", "string_agg",
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value",
+    "last_value", "nth_value",
+    "abs", "round", "ceil", "ceiling", "floor", "sqrt", "pow", "power", "sign", "ln", "log", "log10", "log2",
+    "exp", "mod", "trunc",
+    "length", "lower", "upper", "trim", "ltrim", "rtrim", "replace", "substr", "substring", "instr", "like",
+    "glob", "char", "unicode", "coalesce", "ifnull", "iif", "nullif", "typeof",
+    "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff",
+})
+"""SQLite's functions (its own names, as its authorizer reports them) an agent's query may call."""
+
+_READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                 getattr(sqlite3, "SQLITE_RECURSIVE", 33)}  # WITH clauses report SQLITE_RECURSIVE
+
+
+def authorize_read_only(action: int, *_: Any) -> int:
+    """The authorizer of checks: reading only."""
+    return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
+
+
+def agent_authorizer(tables: Collection[str]) -> Callable[..., int]:
+    """Reading only, only ``tables``, only :data:`ENGINE_FUNCTIONS`."""
+    known = frozenset(t.lower() for t in tables)
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+        if action == sqlite3.SQLITE_READ:
+            return sqlite3.SQLITE_OK if (arg1 or "").lower() in known else sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION:
+            return sqlite3.SQLITE_OK if (arg2 or "").lower() in ENGINE_FUNCTIONS else sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
+
+    return authorize
+
+
+# -- SQLite's heap ------------------------------------------------------------------------------------
+def _memory_used_function() -> Callable[[], int] | None:
+    """``sqlite3_memory_used`` of the library the ``sqlite3`` module runs on, when it can be reached."""
+    name = ctypes.util.find_library("sqlite3") or "libsqlite3.so.0"
+    try:
+        function = ctypes.CDLL(name).sqlite3_memory_used
+    except (OSError, AttributeError):
+        return None
+    function.restype, function.argtypes = ctypes.c_int64, []
+    probe = sqlite3.connect(":memory:")
+    try:
+        before = int(function())
+        probe.execute("CREATE TABLE probe (x)")
+        probe.execute("INSERT INTO probe VALUES (zeroblob(1 << 20))")
+        grown = int(function()) - before
+    finally:
+        probe.close()
+    # A statically linked sqlite3 module leaves another copy of the library, whose counter does not move.
+    return (lambda: int(function())) if grown >= 1 << 19 else None
+
+
+_MEMORY_USED = _memory_used_function()
+_HEAP_LOCK = threading.Lock()
+_heap_holders = 0
+
+
+def memory_used(fallback: int) -> int:
+    """Bytes SQLite has allocated in this process (``fallback`` when the counter cannot be read)."""
+    return _MEMORY_USED() if _MEMORY_USED is not None else fallback
+
+
+@contextmanager
+def heap_cap(conn: sqlite3.Connection, extra_bytes: int | None, fallback_used: int) -> Iterator[None]:
+    """``PRAGMA hard_heap_limit`` at what SQLite holds now plus ``extra_bytes``, lifted afterwards."""
+    global _heap_holders
+    if extra_bytes is None:
+        yield
+        return
+    with _HEAP_LOCK:
+        if _heap_holders == 0:
+            conn.execute(f"PRAGMA hard_heap_limit = {memory_used(fallback_used) + extra_bytes}")
+        _heap_holders += 1
+    try:
+        yield
+    finally:
+        with _HEAP_LOCK:
+            _heap_holders -= 1
+            if _heap_holders == 0:
+                conn.execute("PRAGMA hard_heap_limit = 0")
+
+
+# -- limits, deadline ----------------------------------------------------------------------------------
+@contextmanager
+def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout_s: float | None,
+            limits: ReadLimits | None = None, fallback_used: int = 0) -> Iterator[None]:
+    """Run the block read-only, under ``authorizer``, ``limits`` and a deadline (see the module docstring)."""
+    with heap_cap(conn, limits.heap_bytes if limits else None, fallback_used):
+        conn.execute("PRAGMA query_only = ON")
+        conn.set_authorizer(authorizer)
+        saved: dict[int, int] = {}
+        if limits is not None:
+            for field, limit_id in _LIMIT_IDS.items():
+                saved[limit_id] = conn.setlimit(limit_id, getattr(limits, field))
+        if timeout_s is not None:
+            deadline = time.monotonic() + timeout_s
+            conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
+        try:
+            yield
+        finally:
+            conn.set_progress_handler(None, 0)
+            for limit_id, old in saved.items():
+                conn.setlimit(limit_id, old)
+            conn.set_authorizer(None)
+            conn.execute("PRAGMA query_only = OFF")
+
+
+def fetch_capped(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[Row]:
+    """At most ``max_rows`` rows, or :class:`ApplicationError` once the values pass ``max_bytes``."""
+    rows: list[Row] = []
+    size = 0
+    while len(rows) < max_rows:
+        row = cursor.fetchone()
+        if row is None:
+            break
+        size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row)
+        if size > max_bytes:
+            raise ApplicationError(f"the query's result passed {max_bytes // 1_000_000} MB before {len(rows) + 1} "
+                                   "rows; select fewer or shorter columns, or aggregate in the query")
+        rows.append(tuple(row))
+    return rows
+
+
+# -- the frozen clock ------------------------------------------------------------------------------------
+_TIME_ARG = {"date": 0, "time": 0, "datetime": 0, "julianday": 0, "unixepoch": 0, "strftime": 1}
+_ZONE_MODIFIERS = frozenset({"localtime", "utc"})
+_helpers = threading.local()
+
+
+class FrozenClock(ValueError):
+    """An agent's query asked SQLite for the server's clock or time zone."""
+
+
+def _refuse(message: str) -> None:
+    _helpers.refusal = message
+    raise FrozenClock(message)
+
+
+def clock_refusal() -> str | None:
+    """The message of the last frozen-clock refusal on this thread (SQLite reports only that a function
+    raised), then forgotten."""
+    message, _helpers.refusal = getattr(_helpers, "refusal", None), None
+    return message
+
+
+def _native(name: str, args: tuple[Any, ...]) -> Any:
+    helper = getattr(_helpers, "conn", None)
+    if helper is None:
+        helper = _helpers.conn = sqlite3.connect(":memory:", check_same_thread=True)
+    return helper.execute(f"SELECT {name}({', '.join('?' * len(args))})", args).fetchone()[0]
+
+
+def _frozen(name: str) -> Callable[..., Any]:
+    first = _TIME_ARG[name]
+
+    def function(*args: Any) -> Any:
+        if len(args) <= first:
+            return _refuse(f"{name}() without a time value reads the server's clock; the world's clock is frozen: "
+                           "write the date")
+        value = args[first]
+        if isinstance(value, str) and value.strip().lower() == "now":
+            return _refuse("'now' reads the server's clock; the world's clock is frozen: write the date")
+        for modifier in args[first + 1:]:
+            if isinstance(modifier, str) and modifier.strip().lower() in _ZONE_MODIFIERS:
+                return _refuse(f"the {modifier.strip()!r} modifier depends on the server's time zone; dates are "
+                               "UTC: leave it out")
+        return _native(name, args)
+
+    return function
+
+
+def _exists(name: str) -> bool:
+    try:
+        _native(name, ("2000-01-01",) if _TIME_ARG[name] == 0 else ("%Y", "2000-01-01"))
+    except sqlite3.Error:
+        return False
+    return True
+
+
+_FROZEN = {name: _frozen(name) for name in _TIME_ARG if _exists(name)}
+
+
+@contextmanager
+def frozen_date_functions(conn: sqlite3.Connection) -> Iterator[None]:
+    """SQLite's date functions on ``conn`` replaced by ones that refuse the clock (see the module docstring)."""
+    for name, function in _FROZEN.items():
+        conn.create_function(name, -1, function, deterministic=True)
+    try:
+        yield
+    finally:
+        for name in _FROZEN:
+            conn.create_function(name, -1, None)
