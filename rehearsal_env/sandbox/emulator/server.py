@@ -32,6 +32,7 @@ def canonical(data: dict[str, Any]) -> str:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one small answer per request: do not wait for the peer's ACK
     conn: Any = None
 
     def log_message(self, format: str, *args: Any) -> None:

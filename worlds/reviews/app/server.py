@@ -39,6 +39,7 @@ COMPILED = [(method, _compile(path), fn) for method, path, fn in ROUTES]
 class Handler(BaseHTTPRequestHandler):
     store: Store
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # one small answer per request: do not wait for the peer's ACK
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the driver records every call
         pass
