@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tinyworld
 
 from rehearsal_env.agents import NullAgent, Policy, ScriptedAgent
 from rehearsal_env.cli import main
-from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, judge
+from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, format_readiness, judge
 from rehearsal_env.records import EpisodeRecord, write_part
 from rehearsal_env.runner import EpisodeSpec, RunConfig, run_batch
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
@@ -126,10 +127,53 @@ def test_withdrawn_and_not_scored_episodes_do_not_count(world: World, root: Path
     withdraw_by_hand(world, "pay-ann", "the request allowed paying from either account", own_root)
     r = judge(records, versions_root=own_root)
     assert r.ready and r.counted == 3 and r.left_out == (("withdrawn scenario", 2),)
-    failed = [dataclasses.replace(x, outcome="not_scored", reason="the sandbox failed") for x in records[2:]]
-    r = judge([*records[:2], *failed, *episodes(world, {"pay-changed": ("reference",) * 3})],
-              versions_root=own_root)
+    failed = [not_scored(x, "sandbox") for x in records[2:]]
+    kept = [*records[:2], *failed, *episodes(world, {"pay-changed": ("reference",) * 3})]
+    r = judge(kept, versions_root=own_root, max_not_scored_share=0.5)
     assert r.ready and dict(r.left_out) == {"withdrawn scenario": 2, "not scored": 3}
+    assert (r.counted, r.not_scored, r.not_scored_share) == (3, 3, 0.5)
+
+
+def not_scored(r: EpisodeRecord, cause: str) -> EpisodeRecord:
+    """``r`` as a not-scored episode, with its cause where records carry one (``unknown`` otherwise)."""
+    has_cause = "not_scored_cause" in {f.name for f in dataclasses.fields(r)}
+    extra: dict[str, Any] = {"not_scored_cause": cause} if has_cause else {}
+    return dataclasses.replace(r, outcome="not_scored", reason=f"the {cause} failed", **extra)
+
+
+def cause_of(cause: str) -> str:
+    """What readiness reports for a record made by :func:`not_scored` with ``cause``."""
+    return cause if "not_scored_cause" in {f.name for f in dataclasses.fields(EpisodeRecord)} else "unknown"
+
+
+def test_more_than_five_percent_not_scored_needs_work(world: World, root: Path) -> None:
+    records = episodes(world, {"pay-ann": ("reference",) * 10, "pay-unknown": ("reference",) * 10})
+    one = judge([not_scored(records[0], "provider"), *records[1:]], versions_root=root)
+    assert one.ready and (one.counted, one.not_scored, one.not_scored_share) == (19, 1, 0.05)  # 5% is allowed
+    two = [not_scored(records[0], "provider"), not_scored(records[11], "sandbox"), *records[1:11], *records[12:]]
+    r = judge(two, versions_root=root)
+    assert r.label == NEEDS_WORK and r.verified_share == 1.0
+    text = "provider 1, sandbox 1" if cause_of("provider") == "provider" else "unknown 2"
+    assert r.reasons == (f"10.0% of the episodes it would count were not scored (2 of 20; causes: {text}); "
+                         "at most 5% may be: fix the failing part and rerun those episodes",)
+    assert f"not scored 2 of 20 episode(s) it would count (10.0%; at most 5% may be); causes: {text}" in (
+        format_readiness(r))
+    assert judge(two, versions_root=root, max_not_scored_share=0.1).ready  # configurable, and stated
+    assert "at most 10% may be" in format_readiness(judge(two, versions_root=root, max_not_scored_share=0.1))
+    with pytest.raises(ValueError, match=r"in \[0, 1\]; got 5"):
+        judge(two, versions_root=root, max_not_scored_share=5)
+
+
+def test_an_improved_version_counts_not_scored_holdout_episodes_only(world: World, root: Path) -> None:
+    records = episodes(world, {"pay-changed": ("reference",) * 4, "pay-unknown": ("reference",) * 4})
+    train_failed = [not_scored(r, "worker") if r.scenario == "pay-changed" else r for r in records]
+    r = judge(train_failed, versions_root=root, improved=True)
+    assert r.ready and r.not_scored == 0 and dict(r.left_out)["not scored"] == 4
+    holdout_failed = [not_scored(records[4], "worker"), *records[:4], *records[5:]]
+    r = judge(holdout_failed, versions_root=root, improved=True)
+    assert not r.ready and (r.counted, r.not_scored) == (3, 1)
+    assert r.reasons[-1].startswith(f"25.0% of the episodes it would count were not scored (1 of 4; causes: "
+                                    f"{cause_of('worker')} 1)")
 
 
 def test_an_unpublished_world_version_needs_work(world: World, tmp_path: Path) -> None:
@@ -160,3 +204,15 @@ def test_cli_prints_the_verdict_and_reasons(world: World, root: Path, tmp_path: 
     assert out.startswith("Needs work: agent candidate (v1)")
     assert "only 1 scored episode(s) on holdout scenarios" in out
     assert "1 episode(s) claimed to be done when they were not: pay-ann#0" in out
+    assert "not scored 0 of 1 episode(s) it would count (0.0%; at most 5% may be)" in out
+
+
+def test_cli_takes_the_not_scored_limit(world: World, root: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    records = episodes(world, {s: ("reference",) * 3 for s in ALL})
+    write_part(tmp_path / "a", [not_scored(records[0], "database"), *records[1:]], 0)
+    assert main(["readiness", str(tmp_path / "a"), "--versions", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Needs work") and f"causes: {cause_of('database')} 1" in out
+    assert main(["readiness", str(tmp_path / "a"), "--versions", str(root), "--max-not-scored", "0.2"]) == 0
+    assert capsys.readouterr().out.startswith("Ready to pilot")
