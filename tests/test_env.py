@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 import rehearsal_env
 from rehearsal_env import RehearsalEnv, make
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
+from rehearsal_env.verdict import NotScoredCause
 
 
 def act(tool: str, **args: object) -> str:
@@ -178,4 +179,36 @@ def test_a_tool_that_crashes_makes_the_episode_not_scored_not_a_crash(tiny_world
     verdict = info["verdict"]
     assert terminated and verdict.outcome.value == "not_scored" and verdict.ending.value == "error"
     assert "get_account" in (verdict.reason or "") and "KeyError" in (verdict.reason or "")
+    assert verdict.cause is NotScoredCause.WORLD  # the world's own code failed, not the agent
     assert json.loads(obs)["tool_result"]["status"] == "error" and reward == 0.0
+
+
+def test_both_scenario_id_forms_are_accepted_everywhere() -> None:
+    ids = set()
+    for env in (gymnasium.make("rehearsal/shop-v0", scenario="shop/refund-item-0004"),
+                gymnasium.make("rehearsal/shop-v0", scenario="refund-item-0004"),
+                make("shop/refund-item-0004"), make("refund-item-0004", world="shop"),
+                RehearsalEnv("shop/refund-item-0004")):
+        ids.add(env.unwrapped.scenario.id)  # type: ignore[attr-defined]
+        env.close()
+    assert ids == {"refund-item-0004"}
+    with pytest.raises(ValueError, match="names world 'analytics'.*pass 'refund-item-0004'"):
+        gymnasium.make("rehearsal/shop-v0", scenario="analytics/refund-item-0004")
+
+
+def test_async_vector_envs_need_shared_memory_off_for_text_spaces() -> None:
+    """Gymnasium's shared memory has no layout for Text spaces (observations come back blank), so an
+    AsyncVectorEnv of rehearsal envs is made with ``shared_memory=False``: then every sub-env's
+    observation arrives whole, equal to the same env's observation stepped in this process."""
+    fns = [lambda: gymnasium.make("rehearsal/shop-v0", scenario="refund-item-0004") for _ in range(2)]
+    vec = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=False)
+    try:
+        observations, infos = vec.reset(seed=[0, 1])
+        alone = make("shop/refund-item-0004")
+        assert list(observations) == [alone.reset(seed=0)[0], alone.reset(seed=1)[0]]
+        action = act("get_order", order_id=1)
+        observations, rewards, terminated, truncated, infos = vec.step((action, action))
+        assert list(observations) == [alone.step(action)[0]] * 2 and not terminated.any()
+        assert all(json.loads(o)["turn"] == 1 for o in observations)
+    finally:
+        vec.close()

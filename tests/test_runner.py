@@ -183,10 +183,12 @@ def test_an_episode_whose_worker_dies_twice_is_not_scored_with_the_reason(
     lost = [r for r in records if r.outcome == "not_scored"]
     assert [(r.scenario, r.repeat) for r in lost] == [(VICTIM, 0)]
     assert lost[0].reason and "worker process died" in lost[0].reason and lost[0].reward is None
+    assert lost[0].not_scored_cause == "worker"
     expected = [r for r in comparable(read_records(serial_run))
                 if r["repeat"] == 0 and r["scenario"] != VICTIM]
     assert [r for r in comparable(records) if r["scenario"] != VICTIM] == expected
     assert summary["not_scored"] == 1 and summary["verified"] == len(records) - 1
+    assert summary["not_scored_by_cause"] == {"worker": 1}
     assert {k: v for k, v in summary.items() if k != "config"} == summarize(records)
 
 

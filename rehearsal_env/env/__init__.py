@@ -1,6 +1,6 @@
 """The env: an episode's step contract and its Gymnasium wrapper."""
 
-from ._action import MAX_ACTION_CHARS, MAX_DEPTH, MAX_TOKENS, action_text, parse_action, record_text
+from ._action import MAX_ACTION_CHARS, MAX_DEPTH, MAX_TOKENS, action_text, parse_action, readable_action, record_text
 from ._customer import Customer, ScriptedCustomer
 from ._env import RehearsalEnv
 from ._episode import Episode, TurnRecord, failure
@@ -22,6 +22,7 @@ __all__ = [
     "failure",
     "make",
     "parse_action",
+    "readable_action",
     "record_text",
     "register_envs",
 ]

@@ -61,10 +61,24 @@ class Action:
 
 def record_text(text: str, limit: int | None = None) -> str:
     """``text`` safe to store: lone surrogates as ``\\uXXXX`` escapes, cut at ``limit`` characters."""
-    if _SURROGATE.search(text):
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    if limit is not None and len(text) > limit:
-        text = f"{text[:limit]}...[cut: {len(text)} characters in all]"
+    cut = limit is not None and len(text) > limit
+    shown = text[:limit] if cut else text
+    if _SURROGATE.search(shown):
+        shown = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", shown)
+    return f"{shown}...[cut: {len(text)} characters in all]" if cut else shown
+
+
+def readable_action(text: str) -> str:
+    """A recorded action as safe to parse again (rewards read the tool and args back from it): the text,
+    or a marker that is not JSON when the text is nested too deeply for a parser."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return text
+    try:
+        json.loads(text)
+    except RecursionError:
+        return f"<an action nested deeper than {MAX_DEPTH} levels>"
+    except ValueError:
+        pass
     return text
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..backends import changes as database_changes
 from ..checks import Check, CheckResult
-from ..env import Episode, record_text
+from ..env import Episode, readable_action, record_text
 from ..provenance import OUTCOME_PROFILE, Provenance
 from ..rewards import Components, TurnInput, apply_profile, compute_components, inputs_for, load_profile
 from ..scenarios import Scenario
@@ -78,7 +78,7 @@ def _components(episode: Episode, verdict: Verdict, changes: tuple[RowChange, ..
         goal_passed=[c.passed for c in verdict.checks if c.kind == "goal"],
         rules_passed=[c.passed for c in verdict.checks if c.kind == "hard_rule"],
         duplicate_effects=m.duplicate_effects, turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
-        trace=[TurnInput(t.tool, t.action, t.status, t.observation) for t in episode.trace],
+        trace=[TurnInput(t.tool, readable_action(t.action), t.status, t.observation) for t in episode.trace],
         changed=[(c.table, c.change, json.loads(c.key)) for c in changes])
     return compute_components(inputs)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import date
 
+from ..env import readable_action
 from ..rewards import ComponentInputs, TurnInput, inputs_for
 from ..worlds import World, load_world
 from ._record import EpisodeRecord
@@ -25,6 +26,7 @@ def inputs_from_record(record: EpisodeRecord, world: World | None = None) -> Com
         goal_passed=[c.passed for c in record.checks if c.kind == "goal"],
         rules_passed=[c.passed for c in record.checks if c.kind == "hard_rule"],
         duplicate_effects=record.duplicate_effects, turns=record.turns, tool_calls=record.tool_calls,
-        tokens=record.tokens, trace=[TurnInput(t.tool, t.action, t.status, t.observation) for t in record.trace],
+        tokens=record.tokens, trace=[TurnInput(t.tool, readable_action(t.action), t.status, t.observation)
+               for t in record.trace],
         changed=[(c.table, c.change, json.loads(c.key)) for c in record.changes],
     )
