@@ -2,7 +2,10 @@
 
 The scenario is the unit throughout: repeats of one scenario are averaged first, and intervals,
 tests and floors work over scenarios (see each module's docstring for the method and references;
-the specification is ``notes/statistics.md``). Typical use::
+the specification is ``notes/statistics.md``). Not-scored episodes are excluded from every rate
+and shown next to every headline, with their causes and a worst case. The coverage study
+(:func:`coverage_study`, ``python measure.py --coverage-study``) checks by simulation that the
+intervals cover and the floor holds. Typical use::
 
     from rehearsal_env.measure import load_run, summarize, compare, format_report
     (run,) = load_run("runs/2024-06-01")

@@ -336,9 +336,12 @@ def _reproducibility(a: AgentRun, b: AgentRun, verified: MetricComparison) -> Re
     sws = [w for w in (within_variance(va), within_variance(vb)) if w is not None]
     within_flip = 2 * float(np.mean(sws)) if sws else None
     within = _within_floor(va, vb)[0]
-    obs = observed_floor(d)
+    few = len(names) < MIN_SCENARIOS
+    obs = math.nan if few else observed_floor(d)
     between = None if within is None or math.isnan(obs) else obs > BETWEEN_RUN_RATIO * within
-    if between is None:
+    if few:
+        note = "no floor, observed or predicted: " + too_few(len(names))
+    elif between is None:
         note = "the observed floor is the only floor: the runs have no repeats to predict one"
     elif between:
         note = (f"the observed floor is more than {BETWEEN_RUN_RATIO} x what the repeats predict: something "
