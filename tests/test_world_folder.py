@@ -143,3 +143,16 @@ def test_scenario_with_an_unknown_role_names_the_scenario_line(tmp_path: Path) -
     with pytest.raises(WorldFolderError, match=rf"notes.toml:{line}: scenario 'edit-note-0002' plays role 'boss'. "
                                                r"Fix: use one of the roles"):
         load_world_folder(folder).scenarios()
+
+
+def test_cli_world_add_validates_and_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from rehearsal_env.cli import main
+
+    monkeypatch.setenv("REHEARSAL_HOME", str(tmp_path / "home"))
+    assert main(["world", "add", str(NOTES)]) == 0
+    assert "added world notes" in capsys.readouterr().out
+    folder = _broken(tmp_path, 'type = "sql"', 'type = "soap"')
+    assert main(["world", "add", str(folder)]) == 2
+    line = _line_of(folder, "world.toml", 'type = "soap"')
+    assert f"world.toml:{line}: tool 'find_user': type is 'soap'. Fix:" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from ..versions import (
     summary_line,
     withdraw_by_hand,
 )
-from ..worlds import load_world, world_names
+from ..worlds import WorldFolderError, add_world_folder, application_of, load_world, world_names
 
 VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else ./world_versions)"
 
@@ -26,6 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wsub = p.add_subparsers(dest="world_command", required=True, metavar="WORLD_COMMAND")
     ls = wsub.add_parser("list", help="the registered worlds")
     ls.set_defaults(handler=handle_list)
+    add = wsub.add_parser("add", help="add a world from a folder (world.toml + scenarios/*.toml)",
+                          description="Validate a world folder (tables, seed data, tools, roles, every scenario) "
+                          "and record it in $REHEARSAL_HOME/worlds.json under its name; a path also works "
+                          "wherever a world name goes.")
+    add.add_argument("folder", help="the folder holding world.toml")
+    add.set_defaults(handler=handle_add)
     show = wsub.add_parser("show", help="a world's tools, roles, policies and scenarios")
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="print JSON")
@@ -55,6 +61,21 @@ def handle_list(args: argparse.Namespace) -> int:
     for name in world_names():
         world = load_world(name)
         print(f"{name:<12} {len(world.scenarios()):>4} scenarios  {world.description}")
+    return 0
+
+
+def handle_add(args: argparse.Namespace) -> int:
+    try:
+        world = add_world_folder(args.folder)
+    except WorldFolderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    counts = world.describe()["scenarios"]
+    app = application_of(world)
+    runs = f"its application ({app.folder}) runs in the sandbox: --backend docker" if app else "runs in process"
+    print(f"added world {world.name} from {Path(args.folder).resolve()}: {len(world.tools)} tools, "
+          f"{len(world.roles)} roles, {sum(counts.values())} scenarios "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); {runs}")
     return 0
 
 

@@ -451,10 +451,12 @@ def _http_tool(src: _Source, i: int, raw: dict[str, Any], schema: dict[str, Any]
 def _tools(src: _Source, raw: list[dict[str, Any]], defaults: Mapping[str, Any]) -> tuple[Tool, ...]:
     out = []
     for i, t in enumerate(raw):
-        if not isinstance(t.get("name"), str) or t.get("kind") not in ("read", "write") \
-                or t.get("type") not in ("sql", "http"):
-            raise src.error(src.line("tool", i, "kind" if "name" in t else None),
-                            f"tool {t.get('name', '#' + str(i + 1))!r} needs name, kind and type",
+        bad = next((key for key, ok in (("name", isinstance(t.get("name"), str)),
+                                        ("kind", t.get("kind") in ("read", "write")),
+                                        ("type", t.get("type") in ("sql", "http"))) if not ok), None)
+        if bad is not None:
+            raise src.error(src.line("tool", i, bad if bad in t else None),
+                            f"tool {t.get('name', '#' + str(i + 1))!r}: {bad} is {t.get(bad)!r}",
                             'write name = "...", kind = "read" | "write", type = "sql" | "http"')
         schema = _parameters(src, i, t)
         fn = _sql_tool(src, i, t, schema) if t["type"] == "sql" else _http_tool(src, i, t, schema, defaults)
