@@ -12,6 +12,16 @@ import importlib
 from collections.abc import Callable
 
 from ..schema import Column, Table, col
+from ._folder import (
+    Application,
+    ApplicationSpec,
+    WorldFolderError,
+    add_world_folder,
+    application_of,
+    folder_worlds,
+    is_world_folder,
+    load_world_folder,
+)
 from ._imported import imported_worlds, load_imported, record_imported
 from ._world import Policy, Role, World, _unknown
 
@@ -28,7 +38,7 @@ def register_world(name: str, factory: Callable[[], World]) -> None:
 
 def world_names() -> list[str]:
     """Every registered world's name."""
-    return sorted({*_BUILTIN, *_REGISTRY, *imported_worlds()})
+    return sorted({*_BUILTIN, *_REGISTRY, *folder_worlds(), *imported_worlds()})
 
 
 def load_world(name: str) -> World:
@@ -40,6 +50,9 @@ def load_world(name: str) -> World:
     if name not in _REGISTRY and name in _BUILTIN:
         module = importlib.import_module(_BUILTIN[name])
         register_world(name, module.build_world)
+    if name not in _REGISTRY and (name in folder_worlds() or is_world_folder(name)):
+        folder = folder_worlds().get(name, name)  # a world from a folder: by its added name, or its path
+        register_world(name, lambda: load_world_folder(folder))
     if name not in _REGISTRY and name in imported_worlds():  # made from the user's data (rehearsal import)
         register_world(name, lambda: load_imported(name))
     if name not in _REGISTRY:
@@ -49,5 +62,23 @@ def load_world(name: str) -> World:
     return _LOADED[name]
 
 
-__all__ = ["Column", "Policy", "Role", "Table", "World", "col", "imported_worlds", "load_world", "record_imported",
-           "register_world", "world_names"]
+__all__ = [
+    "Application",
+    "ApplicationSpec",
+    "Column",
+    "Policy",
+    "Role",
+    "Table",
+    "World",
+    "WorldFolderError",
+    "add_world_folder",
+    "application_of",
+    "col",
+    "imported_worlds",
+    "is_world_folder",
+    "load_world",
+    "load_world_folder",
+    "record_imported",
+    "register_world",
+    "world_names",
+]
