@@ -12,6 +12,7 @@ import pytest
 from tau2data import tau2_source, tau2_world
 
 from rehearsal_env.agents import make_agent
+from rehearsal_env.backends import open_database
 from rehearsal_env.cli import main
 from rehearsal_env.env import RehearsalEnv
 from rehearsal_env.importers.tau2._tools_common import evaluate
@@ -99,3 +100,24 @@ def test_calculate_is_taus_arithmetic() -> None:
         evaluate("__import__('os')")
     with pytest.raises(ToolFailed, match="division by zero"):
         evaluate("1 / 0")
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_postgres_gives_the_same_verdicts_and_check_values(domain: str, postgres_dsn: str) -> None:
+    world = tau2_world(domain)
+    sample = [s for s in world.scenarios() if s.wrong][::25]
+    databases = (open_database(world, "postgres", dsn=postgres_dsn), open_database(world, "sqlite"))
+    try:
+        for scenario in sample:
+            for name in ("reference", *(w.name for w in scenario.wrong)):
+                seen = []
+                for db in databases:
+                    env = RehearsalEnv(scenario, world, database=db)
+                    run_episode(env, make_agent(name, scenario))
+                    verdict = env.episode.verdict
+                    assert verdict is not None
+                    seen.append((verdict.outcome, [(c.name, c.held) for c in verdict.checks]))
+                assert seen[0] == seen[1], (scenario.id, name)
+    finally:
+        for db in databases:
+            db.close()
