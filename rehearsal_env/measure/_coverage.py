@@ -158,8 +158,8 @@ class CoverageStudy:
 
 
 KNOWN: dict[str, tuple[tuple[float, float], str]] = {
-    "discrete": ((0.90, 0.99), "one repeat, n <= 30: the rate takes n + 1 values and Wilson's coverage "
-                 "oscillates with p (Brown, Cai & DasGupta 2001)"),
+    "discrete": ((0.90, 0.99), "one 0/1 value per scenario (one repeat, or pass^K), n <= 30: the rate takes "
+                 "n + 1 values and Wilson's coverage oscillates with p (Brown, Cai & DasGupta 2001)"),
     "bound": ((0.93, 1.0), "p near 1: the interval keeps a width where the run is (nearly) all verified, "
               "so it errs wide"),
     "few": ((0.90, 0.97), "pass^2, unbalanced repeats, n = 10: scenarios with one scored repeat are left "
@@ -282,11 +282,11 @@ def format_coverage(study: CoverageStudy, markdown: bool = False) -> str:
     designs = [str(d) for d in DESIGNS]
     bar = "|" if markdown else " "
     lines = [f"Coverage of the 95% intervals: {study.replicates} simulated suites per cell, seed {study.seed}; "
-             f"ok within [{BAND[0]:.0%}, {BAND[1]:.0%}], marks: "
-             + "; ".join(f"{i + 1} = {key} ({why})" for i, (key, (_, why)) in enumerate(KNOWN.items())),
+             f"ok within [{BAND[0]:.0%}, {BAND[1]:.0%}]; (!) outside its band; known departures: "
+             + "; ".join(f"({i + 1}) {key}: {why}" for i, (key, (_, why)) in enumerate(KNOWN.items())),
              ""]
-    marks = {key: str(i + 1) for i, key in enumerate(KNOWN)}
-    marks.update(ok="", UNEXPECTED="!")
+    marks = {key: f" ({i + 1})" for i, key in enumerate(KNOWN)}
+    marks.update(ok="", UNEXPECTED=" (!)")
     by = {(c.metric, c.population, c.n, c.design): c for c in study.cells}
     for metric in dict.fromkeys(c.metric for c in study.cells):
         method = next(c.method for c in study.cells if c.metric == metric)
