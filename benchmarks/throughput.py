@@ -48,7 +48,7 @@ from rehearsal_env.runner import (
     run_episode,
     run_on_ray,
 )
-from rehearsal_env.runner._serial import world_for
+from rehearsal_env.runner import world_for
 
 
 @dataclass(frozen=True)

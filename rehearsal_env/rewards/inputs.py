@@ -54,7 +54,7 @@ class TurnInput:
             return self.tool
         try:
             data = json.loads(self.action)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # not JSON, or nested too deep to read
             return None
         name = data.get("tool") if isinstance(data, dict) else None
         return name if isinstance(name, str) else None
@@ -63,7 +63,7 @@ class TurnInput:
         """The action's arguments ({} when absent or not an object)."""
         try:
             data = json.loads(self.action)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # not JSON, or nested too deep to read
             return {}
         args = data.get("args") if isinstance(data, dict) else None
         return args if isinstance(args, dict) else {}
