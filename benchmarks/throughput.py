@@ -47,8 +47,8 @@ from rehearsal_env.runner import (
     run,
     run_episode,
     run_on_ray,
+    world_for,
 )
-from rehearsal_env.runner import world_for
 
 
 @dataclass(frozen=True)
