@@ -26,6 +26,8 @@ class Replayed:
     """``"i tool: message"`` for each write call the application refused."""
     touched: tuple[tuple[str, int], ...] = ()
     """Every (table, row id) a write changed on the way, even when a later write changed it back."""
+    failed_reads: tuple[int, ...] = ()
+    """Indexes of the read calls the application refused (only when the replay ran the reads)."""
 
     @property
     def key(self) -> str:
@@ -42,22 +44,26 @@ def _no_replay(operation_id: str) -> Any:
 
 
 def replay(db: Database, tools: Mapping[str, Tool], calls: Sequence[ToolCall], snapshot: Mapping[str, Any],
-           now: str) -> Replayed:
-    """Reset ``db``, run the write calls of ``calls`` (reads change nothing) and diff the end state."""
+           now: str, *, reads: bool = False) -> Replayed:
+    """Reset ``db``, run the write calls of ``calls`` (and the reads, with ``reads``) and diff the end state."""
     db.reset()
-    applied, errors = [], []
+    applied, errors, failed_reads = [], [], []
     for i, call in enumerate(calls):
         tool = tools.get(call.tool)
-        if tool is None or tool.kind != "write":
+        if tool is None or (tool.kind != "write" and not reads):
             continue
         ctx = ToolContext(db=db, now=now, operation_id=f"replay-{i}", ask=_no_customer, replay=_no_replay)
         try:
             with db.transaction():
                 tool.fn(ctx, **dict(call.args))
         except (ToolFailed, ApplicationError) as exc:
-            errors.append(f"{i} {call.tool}: {exc}")
+            if tool.kind == "write":
+                errors.append(f"{i} {call.tool}: {exc}")
+            else:
+                failed_reads.append(i)
         else:
-            applied.append(i)
+            if tool.kind == "write":
+                applied.append(i)
     diff = {t: part for t, part in changes(db, snapshot).items() if t not in ("row_changes", "final_answers")}
     touched = tuple(sorted({(t, int(i)) for t, i in db.query("SELECT tbl, row_id FROM row_changes")}))
-    return Replayed(diff, tuple(applied), tuple(errors), touched)
+    return Replayed(diff, tuple(applied), tuple(errors), touched, tuple(failed_reads))

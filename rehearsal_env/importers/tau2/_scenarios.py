@@ -5,7 +5,8 @@
   question with what the customer knows.
 - **Splits**: tau2's ``train`` -> ``train``, its ``test`` -> ``holdout``; ``dev`` is
   carved from train deterministically (SHA-256 of world and task id, one in five).
-- **Reference**: the gold actions, then ``finish`` saying every ``communicate_info``.
+- **Reference**: reads that show each id first, the gold actions (less reads that fail in tau2 too), then
+  ``finish`` saying every ``communicate_info``.
 - **Goal checks**: the gold replayed on the snapshot, its row diff turned into
   checks (:mod:`._checks`), one check per ``communicate_info`` on the final
   message, and, with ``scope_is_goal``, the scope check: no write outside the
@@ -132,7 +133,7 @@ class Deriver:
     def scenarios(self, tasks: Sequence[Task], rules: tuple[Check, ...]) -> list[Scenario]:
         out: list[Scenario] = []
         for task in tasks:
-            gold = self.run(task.calls)
+            gold = replay(self.db, self.tools, task.calls, self.snapshot, self.now, reads=True)
             tables = {t for t in gold.diff} | {t for t, _ in gold.touched}
             before = {t: {r[0]: r for r in self.snapshot.get(t, ())} for t in tables}
             scope = scope_of(gold.diff, gold.touched)
@@ -140,7 +141,8 @@ class Deriver:
                      *unchanged_checks(gold.diff, gold.touched, self.columns, before),
                      *communicate_checks(task.infos), scope_check(self.domain, scope))
             finish = _finish(task.infos)
-            reference = Solution("reference", (*self.prelude(task), *task.calls, finish))
+            shown = tuple(c for i, c in enumerate(task.calls) if i not in gold.failed_reads)
+            reference = Solution("reference", (*self.prelude(task), *shown, finish))
             writes = [i for i in _writes(task.calls, self.tools) if i in gold.applied]
             category = self.tools[task.calls[writes[0]].tool].name if writes else (
                 "no change, tell" if task.infos else "no change")
@@ -159,9 +161,11 @@ class Deriver:
 
         tau2's gold lists the calls that matter, not a whole conversation: it may
         pass an order's product id without reading the order. The reference
-        first finds the customer (unless the request names their id), reads
-        their profile (orders or reservations, payment methods), every order the
-        gold names and, for product ids, the product list.
+        first finds the customer by name and zip (unless the request names their
+        id), reads their profile (orders or reservations, payment methods), every
+        order the gold names and, for product ids, the product list; then the
+        gold, less the reads that fail in tau2 too (a made-up id, such as the
+        docstring's example product): they change nothing and show nothing.
         """
         users = {str(c.args["user_id"]) for c in task.calls if "user_id" in c.args}
         owners = self.owners
@@ -173,11 +177,9 @@ class Deriver:
             return []
         (user,) = users
         out: list[ToolCall] = []
-        finds = [c for c in task.calls if c.tool.startswith("find_user_id")]
-        if user not in task.request and not finds and user in self.names:
+        if self.domain == "retail" and user not in task.request and user in self.names:
             first, last, code = self.names[user]
             out.append(ToolCall("find_user_id_by_name_zip", {"first_name": first, "last_name": last, "zip": code}))
-        out += finds[:1]
         out.append(ToolCall("get_user_details", {"user_id": user}))
         if self.domain == "retail":
             orders = dict.fromkeys(str(c.args["order_id"]) for c in task.calls if "order_id" in c.args)
