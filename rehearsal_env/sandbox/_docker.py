@@ -5,7 +5,8 @@ Everything the sandbox creates (networks, containers, images) carries the label
 (``<hostname>-<pid>`` of the process that made them). :func:`clean_leftovers`
 removes the containers and networks of owners that no longer run, so a crashed
 worker leaves nothing behind after the next start; :func:`remove_ours` removes
-this process's at exit.
+this process's at exit, and a reaper process (:mod:`._reaper`) removes them when
+the process is killed without running its exit handlers (a Ray worker, ``kill -9``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import os
 import socket
 import threading
 from typing import Any
+
+from ._reaper import start_reaper
 
 LABEL = "rehearsal.sandbox"
 """On every container, network and image the sandbox makes."""
@@ -106,6 +109,7 @@ def clean_leftovers(*, again: bool = False) -> int:
             return 0
         if os.getpid() not in _cleaned:
             atexit.register(remove_ours)
+            start_reaper(os.getpid(), owner())  # for a process killed without running atexit
         _cleaned.add(os.getpid())
     return _remove(lambda label: bool(label) and not _alive(label))
 
