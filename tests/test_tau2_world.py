@@ -121,3 +121,46 @@ def test_postgres_gives_the_same_verdicts_and_check_values(domain: str, postgres
     finally:
         for db in databases:
             db.close()
+
+
+def _play(domain: str, actions: list[tuple[str, dict[str, object]]]) -> tuple[RehearsalEnv, list[dict[str, object]]]:
+    world = tau2_world(domain)
+    env = RehearsalEnv(world.scenarios()[0], world, stress=False)
+    env.reset(seed=0)
+    results = []
+    for tool, args in actions:
+        observation, *_ = env.step(json.dumps({"tool": tool, "args": args}))
+        results.append(json.loads(observation)["tool_result"])
+    return env, results
+
+
+def test_quirk_a_modified_orders_items_all_take_the_last_variants_price() -> None:
+    world = tau2_world("retail")
+    rows = world.seed_rows()
+    variants = {v[3]: v for v in rows["variants"]}
+    by_product: dict[int, list[tuple[object, ...]]] = {}
+    for v in rows["variants"]:
+        by_product.setdefault(int(v[1]), []).append(v)
+    products = {p[1]: p[0] for p in rows["products"]}
+    order = next(o for o in rows["orders"] if o[9] == "pending"
+                 and sum(i[1] == o[0] for i in rows["order_items"]) >= 2)
+    items = [i for i in rows["order_items"] if i[1] == order[0]][:2]
+    swaps = [next(v for v in by_product[int(products[i[4]])] if v[3] != i[5] and v[5]) for i in items]
+    user = next(u for u in rows["users"] if u[1] == order[2])
+    method = next(m for m in rows["payment_methods"] if m[1] == user[0] and m[4] != "gift_card")
+    _, (result,) = _play("retail", [("modify_pending_order_items", {
+        "order_id": order[1], "item_ids": [i[5] for i in items], "new_item_ids": [v[3] for v in swaps],
+        "payment_method_id": method[3]})])
+    assert result["status"] == "ok", result
+    changed = [i for i in result["result"]["items"] if i["item_id"] in {v[3] for v in swaps}]  # type: ignore[index]
+    assert variants[swaps[0][3]][6] != variants[swaps[-1][3]][6]  # the two new variants' own prices differ
+    assert [i["price"] for i in changed] == [variants[swaps[-1][3]][6]] * 2
+
+
+def test_quirk_cancelling_a_reservation_never_releases_seats() -> None:
+    world = tau2_world("airline")
+    rows = world.seed_rows()
+    reservation = next(r for r in rows["reservations"] if r[11] is None)
+    env, (result,) = _play("airline", [("cancel_reservation", {"reservation_id": reservation[1]})])
+    assert result["status"] == "ok" and result["result"]["status"] == "cancelled"  # type: ignore[index]
+    assert env.db.query("SELECT COUNT(*) FROM row_changes WHERE tbl = 'flight_cabins'") == [(0,)]
