@@ -72,13 +72,17 @@ def test_one_repeat_cells_match_the_exact_binomial_coverage_of_wilson(study: Cov
 
 def test_at_a_true_difference_equal_to_the_floor_the_paired_test_rejects_about_80_percent(
         study: CoverageStudy) -> None:
-    assert [(f.n, f.repeats) for f in study.floors] == [(30, 3), (30, 5), (100, 3)]
+    assert [(f.n, f.design) for f in study.floors] == [(30, "3"), (30, "5"), (100, "3"), (30, "1-5")]
     for f in study.floors:
         assert 0.74 <= f.power_t <= 0.86, f
         assert 0.66 <= f.power_sign_flip <= 0.86, f  # exact and discrete: conservative (documented)
         assert f.stated_mean == pytest.approx(f.floor, rel=0.05)  # what one run states is about the truth
-    big = study.floors[-1]
+    big = study.floors[2]
     assert abs(big.power_t - 0.80) < 0.03  # the normal approximation holds at n = 100
+    unbalanced = study.floors[3]  # defect 1: the floor at the design K is too optimistic, K_h is right
+    assert unbalanced.design_k_floor is not None and unbalanced.design_k_power is not None
+    assert unbalanced.design_k_floor < 0.8 * unbalanced.floor and unbalanced.design_k_power < 0.6
+    assert all(f.design_k_floor is None for f in study.floors[:3])
 
 
 def test_the_table_and_its_command(study: CoverageStudy) -> None:
