@@ -194,7 +194,7 @@ def _explain(metric: str, population: str, n: int, design: str, coverage: float)
     return "UNEXPECTED"
 
 
-def _repeats(rng: np.random.Generator, design: int | str, shape: tuple[int, int]) -> np.ndarray:
+def _repeats(rng: np.random.Generator, design: int | str, shape: tuple[int, ...]) -> np.ndarray:
     return rng.integers(1, 6, shape) if design == "1-5" else np.full(shape, int(design))
 
 
