@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +18,10 @@ from rehearsal_env.agents import (
     Sampling,
 )
 from rehearsal_env.agents.testing import ModelServer, Reply
+from rehearsal_env.cli import main
 from rehearsal_env.env import RehearsalEnv
-from rehearsal_env.runner import EpisodeResult, run_episode
+from rehearsal_env.records import read_records
+from rehearsal_env.runner import EpisodeResult, RunConfig, run, run_episode
 from rehearsal_env.verdict import NotScoredCause, NotScoredError
 from rehearsal_env.worlds import World, load_world
 
@@ -150,8 +153,14 @@ def test_rate_limit_then_success_is_retried(server: ModelServer, shop: World) ->
 def test_provider_failures_end_in_a_provider_error(server: ModelServer, shop: World, replies: list[Reply]) -> None:
     model = f"failing-{id(replies)}"
     server.script(model, *replies)
-    with pytest.raises(ProviderError) as caught:
-        play(server, shop, SHOP, model, timeout_s=0.2, max_retries=2)
+    s = shop.scenario(SHOP)
+    agent = OpenAIAgent(AgentProfile(name="t", model=model),
+                        Endpoint(base_url=server.base_url, **{**FAST, "timeout_s": 0.2, "max_retries": 2}))
+    env = RehearsalEnv(s, shop)
+    observation, info = env.reset()
+    with pytest.raises(ProviderError) as caught:  # the agent raises; the runner records it not scored
+        agent(observation, info)
+    env.close()
     error = caught.value
     assert isinstance(error, NotScoredError) and error.cause is NotScoredCause.PROVIDER
     assert error.tries == 3 and "not scored" in str(error)
@@ -191,3 +200,63 @@ def test_text_goes_to_the_customer_then_finishes(server: ModelServer, shop: Worl
     second = last_request(server, "chatty")["messages"]
     assert second[-2] == {"role": "assistant", "content": "Which item arrived broken?"}
     assert second[-1]["role"] == "user"  # the customer's answer comes back as the customer's message
+
+
+# -- runs: the CLI, records, concurrency, not scored ---------------------------------------------
+
+DEV = ("refund-item-0004", "order-count-question-0002", "cancel-order-0004")
+
+
+def test_rehearsal_run_against_the_test_server(server: ModelServer, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    scenarios = [a for s in DEV for a in ("--scenario", s)]
+    code = main(["run", "--world", "shop", "--agent", "openai:scripted", "--base-url", server.base_url, *scenarios,
+                 "--out", str(tmp_path), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["verified"] == summary["episodes"] == len(DEV)
+    assert summary["model_calls"] > 0 and summary["tokens_per_episode"] > 0
+    assert summary["model_latency_ms_per_episode"] > 0
+    for r in read_records(tmp_path):
+        assert r.agent == "openai:scripted" and r.agent_version.startswith("unregistered-")
+        assert r.model == "scripted" and r.model_calls == r.turns
+        assert r.tokens == 100 * r.turns and r.model_latency_ms is not None and r.model_latency_ms > 0
+
+
+def test_in_flight_episodes_record_what_a_serial_run_records(server: ModelServer, tmp_path: Path) -> None:
+    profile = AgentProfile(name="p", model="scripted", sampling=Sampling(temperature=0.0))
+    shaped = {"world": "shop", "agent": "p", "agent_version": "v1", "scenarios": DEV, "repeats": 2,
+              "agent_profile": profile.to_toml(), "base_url": server.base_url, "run_id": "run_same"}
+    run(RunConfig(**shaped), tmp_path / "serial")  # type: ignore[arg-type]
+    run(RunConfig(**shaped, concurrency=4), tmp_path / "inflight")  # type: ignore[arg-type]
+
+    def comparable(path: Path) -> list[tuple[Any, ...]]:
+        return [(r.scenario, r.repeat, r.outcome, r.tokens, r.model_calls, [t.action for t in r.trace],
+                 [t.observation for t in r.trace]) for r in read_records(path)]
+
+    assert comparable(tmp_path / "serial") == comparable(tmp_path / "inflight")
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_a_provider_that_stays_down_is_not_scored(tmp_path: Path, concurrency: int) -> None:
+    with ModelServer() as down:  # no world: scripted replies only
+        down.script("m", *[Reply.error(503, "overloaded")] * 8)
+        profile = AgentProfile(name="p", model="m")
+        config = RunConfig(world="shop", agent="p", scenarios=DEV[:2], agent_profile=profile.to_toml(),
+                           base_url=down.base_url, model_max_retries=1, concurrency=concurrency)
+        summary = run(config, tmp_path)
+    assert summary["not_scored"] == summary["episodes"] == 2
+    for r in read_records(tmp_path):
+        assert r.not_scored_cause == "provider" and "after 2 tries" in (r.reason or "")
+        assert r.reward is None and r.outcome_reward is None  # never scored against the agent
+
+
+def test_an_unknown_model_stops_the_run_before_it_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with ModelServer() as s:
+        s.script("nope", Reply.error(404, "The model 'nope' does not exist"))
+        code = main(["run", "--world", "shop", "--agent", "openai:nope", "--base-url", s.base_url,
+                     "--out", str(tmp_path), "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "fix the profile's model name" in err
+    assert not (tmp_path / "summary.json").exists()

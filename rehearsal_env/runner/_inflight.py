@@ -35,6 +35,8 @@ from ._plan import EpisodeSpec, RunConfig
 T = TypeVar("T")
 RecordOf = Callable[[EpisodeSpec, RehearsalEnv, Any], EpisodeRecord]
 """Makes the record of a finished episode: (spec, env, agent) -> record."""
+LostOf = Callable[[EpisodeSpec, BaseException], EpisodeRecord]
+"""Makes the not-scored record of an episode that could not start (its database, or another part, failed)."""
 EnvOf = Callable[[Database, str], RehearsalEnv]
 """Makes the env of a scenario id on a slot's database."""
 
@@ -76,14 +78,16 @@ class InFlight:
         agents: The model agent factory.
         env_of: Makes an env of a scenario on a slot's database.
         record_of: Makes the record of a finished episode.
+        lost_of: Makes the record of an episode that could not start.
     """
 
     def __init__(self, config: RunConfig, world: World, agents: ModelAgents, *, env_of: EnvOf,
-                 record_of: RecordOf) -> None:
+                 record_of: RecordOf, lost_of: LostOf) -> None:
         if config.concurrency < 1:
             raise ValueError(f"expected concurrency >= 1, got {config.concurrency}")
         self.config, self.world, self.agents = config, world, agents
         self._record_of = record_of
+        self._lost_of = lost_of
         self._slots = [_Slot(config, world, env_of) for _ in range(config.concurrency)]
 
     def play_batch(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
@@ -111,21 +115,22 @@ class InFlight:
     async def _play(self, slot: _Slot, spec: EpisodeSpec, client: Any) -> EpisodeRecord:
         env = await slot.run(slot.env, spec.scenario)
         agent: AsyncOpenAIAgent = self.agents.async_agent(env.scenario, client)
-        observation, info = await slot.run(lambda: env.reset(seed=spec.seed))
+        try:
+            observation, info = await slot.run(lambda: env.reset(seed=spec.seed))
+        except (DatabaseError, NotScoredError) as exc:
+            return self._lost_of(spec, exc)
         while True:
             try:
                 action = await agent.act(observation, info)
             except ProfileError:
                 raise
             except NotScoredError as exc:
-                await slot.run(env.episode.abort, exc.cause, str(exc))
-                break
+                step = await slot.run(env.abort, exc.cause, f"{exc.cause.value} failed: {exc}")
             except Exception as exc:  # the agent's own bug: a rejected attempt that takes a turn
-                observation = await slot.run(env.episode.policy_failed, exc)
-                if env.episode.ended:
-                    break
-                continue
-            observation, _, terminated, truncated, info = await slot.run(env.step, action)
+                step = await slot.run(env.policy_failed, exc)
+            else:
+                step = await slot.run(env.step, action)
+            observation, _, terminated, truncated, info = step
             if terminated or truncated:
                 break
         return await slot.run(self._record_of, spec, env, agent)

@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..agents import Policy, make_agent
+from ..agents import Policy, ProfileError, make_agent
 from ..backends import Database, DatabaseError, open_database
 from ..env import Episode, RehearsalEnv, failure
 from ..records import EpisodeRecord, not_played_record, record_episode
+from ..scenarios import Scenario
 from ..verdict import NotScoredError, Verdict
 from ..worlds import World
+from ._models import customer_for, model_agents, stamp
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, run_provenance, world_for
 
 
@@ -57,6 +59,8 @@ def run_episode(env: RehearsalEnv, agent: Policy, *, seed: int = 0) -> EpisodeRe
             action = agent(observation, info)
         except NotScoredError as exc:
             step = env.abort(exc.cause, f"{exc.cause.value} failed: {exc}")
+        except ProfileError:  # the provider refused the model or key: every episode would; stop the run
+            raise
         except Exception as exc:  # the policy's own bug: a rejected attempt, never "the environment failed"
             step = env.policy_failed(exc)
         else:
@@ -74,8 +78,9 @@ def play(config: RunConfig, world: World, db: Database, spec: EpisodeSpec,
     """
     scenario = world.scenario(spec.scenario)
     if env is None:
-        env = RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile)
-    agent = agent_factory(scenario) if agent_factory else make_agent(config.agent, scenario)
+        env = env_for(config, world, db, scenario)
+    factory = agent_factory or model_agents(config)
+    agent = factory(scenario) if factory else make_agent(config.agent, scenario)
     try:
         result = run_episode(env, agent, seed=spec.seed)
     except (DatabaseError, NotScoredError) as exc:
@@ -85,9 +90,21 @@ def play(config: RunConfig, world: World, db: Database, spec: EpisodeSpec,
                                  backend=config.backend, stress=config.stress, cause=cause,
                                  reason=f"the episode could not start: {reason}",
                                  provenance=run_provenance(config, world))
-    return record_episode(result.episode, run_id=config.run_id, agent=config.agent,
-                          agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
-                          backend=config.backend, stress=config.stress, provenance=run_provenance(config, world))
+    return record_of(config, world, spec, result.episode, agent)
+
+
+def env_for(config: RunConfig, world: World, db: Database, scenario: Scenario) -> RehearsalEnv:
+    """The run's env of ``scenario`` on ``db`` (with a model-played customer when the run has one)."""
+    return RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile,
+                        customer=customer_for(config, scenario))
+
+
+def record_of(config: RunConfig, world: World, spec: EpisodeSpec, episode: Episode, agent: object) -> EpisodeRecord:
+    """The record of a finished episode of the run, with the model's profile and cost when the agent is one."""
+    record = record_episode(episode, run_id=config.run_id, agent=config.agent,
+                            agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
+                            backend=config.backend, stress=config.stress, provenance=run_provenance(config, world))
+    return stamp(record, config, agent)
 
 
 def run_batch(config: RunConfig, specs: Sequence[EpisodeSpec], *, world: World | None = None,

@@ -43,6 +43,12 @@ class Summarized(Protocol):
     def faults_injected(self) -> int: ...
     @property
     def not_scored_cause(self) -> str | None: ...
+    @property
+    def tokens(self) -> int | None: ...
+    @property
+    def model_calls(self) -> int | None: ...
+    @property
+    def model_latency_ms(self) -> float | None: ...
 
 
 class SummaryRow(NamedTuple):
@@ -68,6 +74,12 @@ class SummaryRow(NamedTuple):
     """Scenario faults injected."""
     not_scored_cause: str | None
     """The part that failed when not scored (world, database, provider, sandbox, worker); None when scored."""
+    tokens: int | None
+    """Tokens the agent reported; None when it reported none."""
+    model_calls: int | None
+    """Calls to the agent's model; None when the agent is not a model."""
+    model_latency_ms: float | None
+    """Wall time of those calls in ms; None when the agent is not a model."""
 
 
 def summary_row(record: Summarized) -> SummaryRow:
@@ -115,7 +127,21 @@ def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
     out["unnecessary_interruptions"] = sum(r.unnecessary_interruptions for r in scored)
     out["rejected_attempts"] = sum(r.rejected_attempts for r in records)
     out["faults_injected"] = sum(r.faults_injected for r in records)
+    out.update(model_cost(records))
     return out
+
+
+def model_cost(records: Sequence[Summarized]) -> dict[str, Any]:
+    """Per episode: mean reported tokens, mean model-call latency; in all: model calls and ms per call
+    (None where nothing was reported or the agent is not a model)."""
+    tokens = [r.tokens for r in records if r.tokens is not None]
+    modelled = [r for r in records if r.model_calls is not None]
+    calls = sum(r.model_calls or 0 for r in modelled)
+    latency = sum(r.model_latency_ms or 0.0 for r in modelled)
+    return {"tokens_per_episode": sum(tokens) / len(tokens) if tokens else None,
+            "model_calls": calls if modelled else None,
+            "model_latency_ms_per_episode": latency / len(modelled) if modelled else None,
+            "model_latency_ms_per_call": latency / calls if calls else None}
 
 
 def write_summary(config: RunConfig, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:
@@ -139,4 +165,9 @@ def format_table(summary: dict[str, Any]) -> str:
     lines.append(f"{'mean reward':<16}{'-' if mean is None else f'{mean:.3f}':>9}")
     lines.append("")
     lines.append("  ".join(f"{m}={summary[m]}" for m in METRICS))
+    if summary.get("model_calls"):
+        tokens = summary.get("tokens_per_episode")
+        lines.append(f"model: {summary['model_calls']} calls, {summary['model_latency_ms_per_call']:.0f} ms per call, "
+                     f"{summary['model_latency_ms_per_episode']:.0f} ms and "
+                     f"{'-' if tokens is None else f'{tokens:.0f}'} tokens per episode")
     return "\n".join(lines)

@@ -20,12 +20,14 @@ import time
 from collections.abc import Sequence
 
 from ..backends import Database, DatabaseError, open_database
-from ..env import RehearsalEnv
+from ..env import RehearsalEnv, failure
 from ..records import EpisodeRecord, not_played_record
 from ..verdict import NotScoredCause, NotScoredError
 from ..worlds import World
+from ._inflight import InFlight
+from ._models import model_agents
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, run_provenance, world_for
-from ._play import play
+from ._play import env_for, play, record_of
 
 RECOVERY_S = 60.0
 """How long a worker tries to reopen a failed database before the run stops."""
@@ -64,6 +66,7 @@ class EpisodeWorker:
         self._owns_db = database is None
         self.db = database or self._open()
         self._envs: dict[str, RehearsalEnv] = {}
+        self._in_flight: InFlight | None = None
 
     def _open(self) -> Database:
         return open_database(self.world, self.config.backend, **self.config.backend_options)
@@ -72,8 +75,7 @@ class EpisodeWorker:
         """The worker's env for a scenario, built on first use."""
         env = self._envs.get(scenario_id)
         if env is None:
-            env = RehearsalEnv(self.world.scenario(scenario_id), self.world, database=self.db,
-                               stress=self.config.stress, profile=self.config.profile)
+            env = env_for(self.config, self.world, self.db, self.world.scenario(scenario_id))
             self._envs[scenario_id] = env
         return env
 
@@ -92,6 +94,9 @@ class EpisodeWorker:
     def play_batch(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
         """Episodes in order, as records (on :class:`DatabaseUnavailable`, those played so far are its
         ``records``)."""
+        inflight = self._inflight()
+        if inflight is not None:
+            return inflight.play_batch(specs)
         done: list[EpisodeRecord] = []
         for spec in specs:
             try:
@@ -125,11 +130,30 @@ class EpisodeWorker:
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
         raise DatabaseUnavailable(f"the {self.config.backend} database failed and could not be reopened within "
-                                  f"{self.recovery_s:g} s (last error: {last}); start the server again and "
-                                  "finish the run with `rehearsal run --resume RUN_DIR`", [failed] if failed else [])
+                                  f"{self.recovery_s:g} s (last error: {last})", [failed] if failed else [])
+
+    def _inflight(self) -> InFlight | None:
+        """The in-flight player of a run with a model agent and ``concurrency`` > 1 (None: play serially)."""
+        agents = model_agents(self.config) if self.agent_factory is None else None
+        if self.config.concurrency <= 1 or agents is None:
+            return None
+        if self._in_flight is None:
+            config, world = self.config, self.world
+
+            def lost(spec: EpisodeSpec, exc: BaseException) -> EpisodeRecord:
+                cause, reason = failure(exc)
+                return lost_record(config, world, spec, f"the episode could not start: {reason}", cause)
+
+            self._in_flight = InFlight(
+                config, world, agents, env_of=lambda db, sid: env_for(config, world, db, world.scenario(sid)),
+                record_of=lambda spec, env, agent: record_of(config, world, spec, env.episode, agent), lost_of=lost)
+        return self._in_flight
 
     def close(self) -> None:
         """Close the database if the worker opened it."""
+        if self._in_flight is not None:
+            self._in_flight.close()
+            self._in_flight = None
         self._envs.clear()
         if self._owns_db:
             try:
