@@ -20,9 +20,12 @@ remaining numeric as int when integral text, else float.
 
 :func:`sqlite_column_names` names result columns of agents' queries as SQLite does.
 
-Known remaining differences: ``x / 0`` raises on PostgreSQL (NULL on SQLite);
-``CAST(2.7 AS INTEGER)`` rounds on PostgreSQL (2 on SQLite); a float sum can differ
-in the last bit when rows come in another order.
+``to_real`` and ``to_integer`` are SQLite's ``CAST(... AS REAL)`` and ``CAST(... AS INTEGER)``
+(the longest numeric prefix of a text, +-Infinity or the largest integer beyond the type,
+truncation toward zero), so a malformed or 400-digit answer never makes a check fail.
+
+Known remaining differences: ``x / 0`` raises on PostgreSQL (NULL on SQLite); a float
+sum can differ in the last bit when rows come in another order.
 """
 
 from __future__ import annotations
@@ -66,8 +69,63 @@ def install_sql(check_role: str) -> list[str]:
             "LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE "
             "AS 'SELECT pg_catalog.round(x::numeric, greatest(digits, 0))::double precision'"
         )
+    out.extend(_cast_sql())
     out.append(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {check_role}")
     return out
+
+
+_REAL_PREFIX = r"^[[:space:]]*([-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?)"
+_INT_PREFIX = r"^[[:space:]]*([-+]?[0-9]+)"
+
+
+def _cast_sql() -> list[str]:
+    """``to_real`` and ``to_integer``: SQLite's ``CAST(x AS REAL)`` and ``CAST(x AS INTEGER)``.
+
+    Text: the longest numeric prefix (after spaces), 0 when there is none; a real beyond double
+    precision is +-Infinity (or 0 below it), an integer beyond 64 bits the largest one of its sign.
+    Numbers: a real as double precision; a real to integer truncates toward zero, clamped.
+    """
+    s = SCHEMA
+    return [
+        f"""CREATE FUNCTION {s}.real_beyond(p text) RETURNS double precision LANGUAGE sql IMMUTABLE STRICT
+PARALLEL SAFE AS $f$
+  SELECT (CASE WHEN p LIKE '-%' THEN -1 ELSE 1 END)::double precision * CASE WHEN
+    (CASE WHEN ltrim(split_part(m, '.', 1), '0') <> '' THEN length(ltrim(split_part(m, '.', 1), '0'))
+          ELSE length(ltrim(split_part(m, '.', 2), '0')) - length(split_part(m, '.', 2)) END) + e > 0
+    THEN 'Infinity'::double precision ELSE 0 END
+  FROM (SELECT ltrim(regexp_replace(p, '[eE].*$', ''), '-+') AS m,
+               CASE WHEN p !~ '[eE][-+]?[0-9]+$' THEN 0
+                    WHEN length(substring(p from '[eE][-+]?0*([0-9]*)$')) > 9
+                    THEN CASE WHEN p ~ '[eE]-' THEN -1000000000 ELSE 1000000000 END
+                    ELSE substring(p from '[eE]([-+]?[0-9]+)$')::bigint END AS e) AS parts
+$f$""",
+        f"""CREATE FUNCTION {s}.to_real(x text) RETURNS double precision LANGUAGE plpgsql IMMUTABLE STRICT
+PARALLEL SAFE AS $f$
+DECLARE p text := substring(x from '{_REAL_PREFIX}');
+BEGIN
+  IF p IS NULL THEN RETURN 0; END IF;
+  RETURN p::double precision;
+EXCEPTION WHEN numeric_value_out_of_range OR invalid_text_representation THEN
+  RETURN {s}.real_beyond(p);
+END $f$""",
+        f"""CREATE FUNCTION {s}.to_integer(x text) RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT
+PARALLEL SAFE AS $f$
+DECLARE p text := substring(x from '{_INT_PREFIX}');
+BEGIN
+  IF p IS NULL THEN RETURN 0; END IF;
+  RETURN p::bigint;
+EXCEPTION WHEN numeric_value_out_of_range THEN
+  RETURN CASE WHEN p LIKE '-%' THEN -9223372036854775808 ELSE 9223372036854775807 END;
+END $f$""",
+        *(f"CREATE FUNCTION {s}.to_real(x {t}) RETURNS double precision LANGUAGE sql IMMUTABLE STRICT "
+          "PARALLEL SAFE AS 'SELECT x::double precision'" for t in ("double precision", "bigint", "numeric")),
+        *(f"CREATE FUNCTION {s}.to_integer(x {t}) RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE "
+          "AS 'SELECT CASE WHEN x >= 9223372036854775807 THEN 9223372036854775807 "
+          "WHEN x <= -9223372036854775808 THEN -9223372036854775808 ELSE trunc(x)::bigint END'"
+          for t in ("double precision", "numeric")),
+        f"CREATE FUNCTION {s}.to_integer(x bigint) RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE "
+        "AS 'SELECT x'",
+    ]
 
 
 class NumericLoader(Loader):

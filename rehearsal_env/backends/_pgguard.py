@@ -30,11 +30,14 @@ from pglast import ast, enums
 from pglast.visitors import Visitor
 
 from ..checks import AGENT_FUNCTIONS, CLOCK_FUNCTIONS, CLOCK_WORDS
+from ._pgcompat import SCHEMA
 
 _CLOCK_OPS = frozenset(op for op in enums.SQLValueFunctionOp
                        if not op.name.endswith(("ROLE", "USER", "CATALOG", "SCHEMA")))
 _TIME_TYPES = frozenset({"date", "time", "timetz", "timestamp", "timestamptz", "interval", "abstime", "reltime"})
 _PLACEHOLDER = re.compile(r"%(%|s)")
+_COMPAT = {(SCHEMA, "to_real"), (SCHEMA, "to_integer")}
+"""The SQLite casts :func:`._pgsql.translate` writes in (see :mod:`._pgcompat`)."""
 
 
 def server_text(text: str) -> str:
@@ -71,8 +74,8 @@ class _Reader(Visitor):  # type: ignore[misc]
         schema, name = _name(node.funcname)
         if name in CLOCK_FUNCTIONS:
             self._refuse(_clock(f"{name}()"))
-        elif self.tables is not None and (schema not in (None, "pg_catalog")
-                                          or name not in AGENT_FUNCTIONS["postgres"]):
+        elif self.tables is not None and (schema, name) not in _COMPAT and (
+                schema not in (None, "pg_catalog") or name not in AGENT_FUNCTIONS["postgres"]):
             shown = f"{schema}.{name}" if schema else name
             self._refuse(f"it calls {shown}(), which an agent's query may not call; the functions allowed are "
                          f"{', '.join(sorted(AGENT_FUNCTIONS['postgres']))}")

@@ -89,7 +89,7 @@ class Reader:
                 cur = conn.execute(text, plain(params), prepare=False)
                 conn.execute("COMMIT", prepare=False)
             columns = tuple(d.name for d in cur.description or ())
-            return columns, [tuple(r) for r in cur.fetchall()]
+            return columns, [tuple(r) for r in cur.fetchall()] if cur.description is not None else []
         except psycopg.Error:
             self._recover()
             raise

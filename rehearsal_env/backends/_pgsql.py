@@ -4,8 +4,10 @@
   kind, ``E'...'`` and ``$$...$$`` included, quoted names and comments are known as
   such), then ``?`` placeholders become psycopg's ``%s`` (a ``%`` anywhere ``%%``), and
   SQLite's semantics are written in: ``LIKE`` as ``ILIKE`` (SQLite's ``LIKE`` ignores
-  ASCII case), decimal literals as double precision, ``AS REAL`` as double precision and
-  ``AS INT``/``AS INTEGER`` as bigint (see :mod:`._pgcompat`). Comments are dropped.
+  ASCII case), decimal literals as double precision, ``CAST(x AS REAL)`` (or DOUBLE
+  PRECISION, FLOAT) as ``rehearsal_sql.to_real(x)`` and ``CAST(x AS INTEGER)`` (INT, BIGINT)
+  as ``rehearsal_sql.to_integer(x)``, SQLite's casts (see :mod:`._pgcompat`): a text that
+  is no number, or one beyond the type, never makes a statement fail. Comments are dropped.
   Application SQL that reads the server clock is refused (:func:`._pgguard.clock_refusal`):
   the world's clock is ``world.now``, which tools write and checks pass explicitly.
 - :func:`connect`: a connection whose values read back as SQLite's do
@@ -23,7 +25,7 @@ import sqlglot
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
-from ._pgcompat import SEARCH_PATH, BoolLoader, NumericLoader
+from ._pgcompat import SCHEMA, SEARCH_PATH, BoolLoader, NumericLoader
 from ._pgguard import clock_refusal, server_text
 
 _TOKENIZER = sqlglot.Dialect.get_or_raise("postgres")
@@ -31,7 +33,9 @@ _QUOTED = {TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.BYTE_STRING, T
            TokenType.BIT_STRING, TokenType.RAW_STRING, TokenType.HEREDOC_STRING, TokenType.UNICODE_STRING,
            TokenType.IDENTIFIER}
 _NAMES = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.NUMBER}
-_CASTS = {"REAL": "double precision", "INT": "bigint", "INTEGER": "bigint"}
+_CASTS = {"REAL": "to_real", "DOUBLE PRECISION": "to_real", "DOUBLE": "to_real", "FLOAT": "to_real",
+          "FLOAT8": "to_real", "INT": "to_integer", "INTEGER": "to_integer", "BIGINT": "to_integer"}
+"""SQLite's CAST targets and the :mod:`._pgcompat` function with SQLite's semantics for each."""
 
 
 class SqlNotAllowed(ValueError):
@@ -69,10 +73,30 @@ def _rewritten(sql: str, tokens: list[Token], i: int) -> str:
         return "ILIKE"
     if kind == TokenType.NUMBER and any(c in token.text for c in ".eE") and not token.text.startswith(("0x", "0X")):
         return f"CAST({token.text} AS double precision)"
-    previous = tokens[i - 1] if i else None
-    if previous is not None and previous.token_type == TokenType.ALIAS and token.text.upper() in _CASTS:
-        return _CASTS[token.text.upper()]
     return _raw(sql, token)
+
+
+def _sqlite_casts(tokens: list[Token]) -> tuple[dict[int, str], set[int]]:
+    """``CAST(x AS REAL)`` and friends as ``rehearsal_sql.to_real(x)``: (token index -> function, indexes
+    of the ``AS type`` tokens to leave out)."""
+    functions: dict[int, str] = {}
+    dropped: set[int] = set()
+    for i, token in enumerate(tokens[:-1]):
+        if token.text.upper() != "CAST" or tokens[i + 1].token_type != TokenType.L_PAREN:
+            continue
+        depth, alias = 0, None
+        for j in range(i + 1, len(tokens)):
+            kind = tokens[j].token_type
+            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            if depth == 1 and kind == TokenType.ALIAS:
+                alias = j
+            if depth == 0:
+                target = " ".join(t.text.upper() for t in tokens[alias + 1:j]) if alias else ""
+                if alias and target in _CASTS:
+                    functions[i] = f"{SCHEMA}.{_CASTS[target]}"
+                    dropped.update(range(alias, j))
+                break
+    return functions, dropped
 
 
 def _decimal_dot(tokens: list[Token], i: int) -> bool:
@@ -96,12 +120,20 @@ def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
     except SqlglotError as exc:
         raise SqlNotAllowed(f"the SQL cannot be read ({exc}): {sql!r}") from exc
     out: list[str] = []
+    casts, dropped = _sqlite_casts(tokens)
     end = -1
     i = 0
     while i < len(tokens):
         token = tokens[i]
         gap = sql[end + 1:token.start]
         out.append(gap.replace("%", "%%") if not gap or gap.isspace() else " ")
+        if i in dropped:
+            end, i = token.end, i + 1
+            continue
+        if i in casts:
+            out.append(casts[i])
+            end, i = token.end, i + 1
+            continue
         if _decimal_dot(tokens, i):
             number = tokens[i + 1]
             out.append(f"CAST(.{number.text} AS double precision)")

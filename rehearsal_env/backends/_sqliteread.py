@@ -65,7 +65,7 @@ class ReadLimits:
 
 
 AGENT_LIMITS = ReadLimits(length=1_000_000, sql_length=100_000, columns=64, expr_depth=64, compound_select=16,
-                          function_args=16, like_pattern=1000, variables=32, heap_bytes=160 << 20,
+                          function_args=16, like_pattern=1000, variables=32, heap_bytes=128 << 20,
                           result_bytes=4_000_000)
 """An agent's query (``run_sql``): generous for analysis, far from exhausting the machine."""
 
@@ -97,13 +97,20 @@ def authorize_read_only(action: int, *_: Any) -> int:
     return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
 
 
-def agent_authorizer(tables: Collection[str]) -> Callable[..., int]:
-    """Reading only, only ``tables``, only :data:`ENGINE_FUNCTIONS`."""
-    known = frozenset(t.lower() for t in tables)
+def agent_authorizer(tables: Collection[str], hidden: Collection[str] = ()) -> Callable[..., int]:
+    """Reading only, only ``tables`` (and the query's own WITH names), only :data:`ENGINE_FUNCTIONS`.
 
-    def authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    ``hidden``: the backend's own tables, never readable (nor are SQLite's ``sqlite_*`` tables).
+    """
+    known = frozenset(t.lower() for t in tables)
+    never = frozenset(t.lower() for t in hidden)
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, db_name: str | None, *_: Any) -> int:
         if action == sqlite3.SQLITE_READ:
-            return sqlite3.SQLITE_OK if (arg1 or "").lower() in known else sqlite3.SQLITE_DENY
+            name = (arg1 or "").lower()
+            # A WITH name is reported without a database; a stored table's columns with "main".
+            with_name = db_name is None and name not in never and not name.startswith("sqlite_")
+            return sqlite3.SQLITE_OK if name in known or with_name else sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_FUNCTION:
             return sqlite3.SQLITE_OK if (arg2 or "").lower() in ENGINE_FUNCTIONS else sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY

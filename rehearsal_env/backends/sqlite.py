@@ -171,7 +171,8 @@ class SQLiteDatabase:
                                 "read committed data (as on PostgreSQL): run them before the tool's writes")
         limits = AGENT_LIMITS
         try:
-            with reading(self._conn, agent_authorizer(self._table_names), timeout_s=timeout_s, limits=limits,
+            with reading(self._conn, agent_authorizer(self._table_names, (TOUCHED,)), timeout_s=timeout_s,
+                         limits=limits,
                          fallback_used=len(self._snapshot) * 2), frozen_date_functions(self._conn):
                 cursor = self._conn.execute(sql)
                 try:
