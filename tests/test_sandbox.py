@@ -127,12 +127,10 @@ def test_the_emulator_records_every_request_and_replays_a_key(sandbox: SandboxDa
 
 
 def test_isolation_and_clock_are_measured_and_hold(sandbox: SandboxDatabase) -> None:
-    from rehearsal_env.sandbox import measure_isolation
-
-    facts = {f.name: f for f in measure_isolation(sandbox)}
+    facts = {f.name: f for f in sandbox.isolation_facts()}
     assert set(facts) == {"network", "route", "outside", "clock"}
     assert all(f.holds for f in facts.values()), [f for f in facts.values() if not f.holds]
-    assert "application clock 2025-06-30T12:00" in facts["clock"].detail
+    assert "application clock 2025-06-30T12:00:00; application OS clock on 2025-06-30" in facts["clock"].detail
 
 
 def test_leftovers_of_a_dead_owner_are_removed(sandbox: SandboxDatabase) -> None:

@@ -35,6 +35,7 @@ from ..backends import Database, DatabaseError, DatabaseSpec, Dialect, digest, o
 from ..worlds import ApplicationSpec, World, application_of
 from ._docker import SandboxError
 from ._images import folder_image
+from ._isolation import SandboxFact, measure_isolation
 from ._sandbox import START_TIMEOUT_S, Sandbox
 
 Row = tuple[Any, ...]
@@ -200,6 +201,10 @@ class SandboxDatabase:
                 f"the sandbox did not reset to its first state: digest {now_digest[:12]} (first "
                 f"{self.first_digest[:12]}), probe {'same' if now_probe == self.first_probe else 'differs'}; "
                 "the application keeps state outside its database: declare a reset_hook in world.toml")
+
+    def isolation_facts(self) -> tuple[SandboxFact, ...]:
+        """Measure the sandbox's isolation and clock now (network, routes, outside, clock; see :mod:`._isolation`)."""
+        return measure_isolation(self)
 
     def close(self) -> None:
         """Close the database and remove the sandbox's containers and network."""

@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
-from ._database import SandboxDatabase
 from ._docker import LABEL
+
+if TYPE_CHECKING:
+    from ._database import SandboxDatabase
 
 LISTENER_PORT = 9000
 _CONNECT = ("import socket,sys\ns=socket.socket();s.settimeout(3)\n"
@@ -93,24 +96,27 @@ def _clock(db: SandboxDatabase) -> SandboxFact:
     import psycopg
 
     with psycopg.connect(db.sandbox.admin_dsn(), autocommit=True) as conn:
-        row = conn.execute("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI')").fetchone()
-    db_now = str(row[0]) if row else "?"
-    seen: dict[str, str] = {}
+        row = conn.execute("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')").fetchone()
+    anchor = db.world.data_anchor.isoformat()
+    frozen: dict[str, str] = {}
+    days: dict[str, str] = {}
     if db.application is not None:
         _, health = db.request("GET", "/health", query={}, body=None, headers={})
         if isinstance(health, dict):
-            seen = {"application clock": str(health.get("clock"))[:16],
-                    "application OS clock": str(health.get("os_time", ""))[:16]}
-    _, emulator = db.sandbox.exec("emulator", ["date", "-u", "+%Y-%m-%dT%H:%M"])
-    seen["emulator OS clock"] = emulator.strip()
-    anchor = db.world.data_anchor.isoformat()
-    holds = all(value[:10] == anchor for value in seen.values())
-    shown = "; ".join(f"{k} {v}" for k, v in seen.items())
+            frozen["application clock"] = str(health.get("clock"))
+            days["application OS clock"] = str(health.get("os_time", ""))[:10]
+    _, emulator = db.sandbox.exec("emulator", ["date", "-u", "+%Y-%m-%d"])
+    days["emulator OS clock"] = emulator.strip()
+    holds = all(v == db.world.now for v in frozen.values()) and all(v == anchor for v in days.values())
+    shown = "; ".join([f"{k} {v}" for k, v in frozen.items()] +
+                      [f"{k} on {v if v == anchor else 'ANOTHER DAY: ' + v}" for k, v in days.items()])
+    db_day = str(row[0]) if row else "?"
     return SandboxFact("clock", holds, f"the world's clock is {db.world.now}; measured inside the sandbox: {shown} "
-                       "(libfaketime moves each container's clock to the world's clock at start; the application "
-                       f"stamps writes with its own frozen clock setting). The database's own clock is the real "
-                       f"one (now() read {db_now[:10]}): PostgreSQL's timeouts misfire under libfaketime, and "
-                       "nothing reads that clock (checks refuse it; tools write the world's clock as a value)")
+                       "(libfaketime moves each container's OS clock to the world's clock at start; the application "
+                       "stamps writes with its own frozen clock setting). The database runs on the real clock"
+                       f"{'' if db_day != anchor else ' (today is the anchor day)'}: PostgreSQL's timeouts misfire "
+                       "under libfaketime, and nothing reads its clock (checks refuse it; tools write the world's "
+                       "clock as a value)")
 
 
 def measure_isolation(db: SandboxDatabase) -> tuple[SandboxFact, ...]:

@@ -121,6 +121,11 @@ def application_of(world: World) -> ApplicationSpec | None:
     return _APPLICATIONS.get(world.name)
 
 
+def backend_for(world: World) -> str:
+    """The backend a world needs: ``docker`` when its tools call its application, else ``sqlite``."""
+    return "docker" if application_of(world) is not None else "sqlite"
+
+
 def is_world_folder(name: str) -> bool:
     """Whether ``name`` is a path to a folder holding ``world.toml``."""
     return (Path(name) / WORLD_FILE).is_file()
