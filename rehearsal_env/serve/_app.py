@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from gymnasium import spaces as gym_spaces
 
 from .. import __version__
@@ -107,6 +107,12 @@ def _solution(sol: Any) -> dict[str, Any]:
     return {"name": sol.name, "calls": [{"tool": c.tool, "args": dict(c.args)} for c in sol.calls]}
 
 
+def _json(body: Any, status: int = 200) -> Response:
+    """``body`` as a JSON response, encoded once (the hot paths skip FastAPI's re-validation of their own output;
+    their ``response_model`` still documents them)."""
+    return Response(json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json")
+
+
 def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = ()) -> FastAPI:
     """The API app for ``config``; ``worlds`` adds world objects to those named in the config."""
     config = config or ServeConfig()
@@ -176,7 +182,7 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
         headers = {"Retry-After": str(table.retry_after())} if exc.status == 429 else None
         return JSONResponse({"detail": str(exc), **exc.extra}, status_code=exc.status, headers=headers)
 
-    def principal(request: Request) -> Principal:
+    async def principal(request: Request) -> Principal:
         if keys is None:
             host = request.client.host if request.client else None
             if not _loopback(host):
@@ -206,6 +212,19 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
             return world.scenario(scenario_id)
         except KeyError as exc:
             raise NotFound(str(exc.args[0]) if exc.args else str(exc)) from None
+
+    schemas: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+
+    def tools_of(scenario: Scenario) -> list[dict[str, Any]]:
+        """The role's tools in OpenAI format (what the env's reset info holds), computed once per role."""
+        key = (scenario.world, scenario.role, scenario.offers_retry)
+        if key not in schemas:
+            tools = served[scenario.world].tools_for(scenario.role, offers_retry=scenario.offers_retry)
+            schemas[key] = [t.schema() for t in tools.values()]
+        return schemas[key]
+
+    def policies_of(world: World) -> list[str]:
+        return [p.text for p in world.policies]
 
     def state(session: Session, who: Principal) -> dict[str, Any]:
         return {"episode_id": session.id, "state": "active" if session.env is not None else "ended",
@@ -272,29 +291,29 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
 
     @app.post("/v1/episodes", response_model=EpisodeStarted, status_code=201, summary="Start an episode",
               responses={429: {"model": ApiError}, 404: {"model": ApiError}, 503: {"model": ApiError}})
-    async def start(body: CreateEpisode, who: Principal = Who) -> dict[str, Any]:
+    async def start(body: CreateEpisode, who: Principal = Who) -> Response:
         world = world_of(body.world)
         scenario = scenario_of(world, body.scenario)
         if body.profile is not None and body.profile not in profile_names():
             raise HTTPException(422, f"unknown reward profile {body.profile!r}; known: {', '.join(profile_names())} "
                                      f"(or null for the outcome reward)")
-        session, observation, info = await off_loop(
+        session = await off_loop(
             partial(table.create, who, world, scenario, seed=body.seed, profile=body.profile,
                     agent=body.agent.name, agent_version=body.agent.version, request_id=body.request_id))
-        return {"episode_id": session.id, "observation": observation, "tools": info["tools"],
-                "policies": info["policies"], "turn": 0, "step_index": 0, "world": world.name,
-                "scenario": scenario.id, "split": scenario.split, "role": scenario.role, **spaces,
-                "caveats": session.caveats}
+        return _json({"episode_id": session.id, "observation": session.opening, "tools": tools_of(scenario),
+                      "policies": policies_of(world), "turn": 0, "step_index": 0, "world": world.name,
+                      "scenario": scenario.id, "split": scenario.split, "role": scenario.role, **spaces,
+                      "caveats": session.caveats}, 201)
 
     @app.post("/v1/episodes/{episode_id}/step", response_model=StepResult, summary="Take one step",
               responses={409: {"model": ApiError}, 404: {"model": ApiError}})
-    async def step(episode_id: str, body: Step, who: Principal = Who) -> dict[str, Any]:
+    async def step(episode_id: str, body: Step, who: Principal = Who) -> Response:
         session = table.get(who, episode_id, play=True)
         result = await off_loop(table.step, session, body.step_index, body.action)
         if result["terminated"] or result["truncated"]:
             result = {**result, "verdict": verdict_view(session.verdict, session.reward, who.scope,
                                                         session.scenario.split)}
-        return result
+        return _json(result)
 
     @app.get("/v1/episodes/{episode_id}", response_model=EpisodeState, summary="An episode as it stands")
     async def read(episode_id: str, who: Principal = Who) -> dict[str, Any]:

@@ -3,12 +3,15 @@
 With several workers every process holds its own sessions: a client must send every request
 of an episode to the process that started it (one connection kept alive does; a proxy can
 route on the episode id). The socket is bound before serving, so port 0 works and the real
-port is known (and printed) at once.
+port is known (and printed) at once. It is made with ``IPPROTO_TCP`` so that asyncio sets
+``TCP_NODELAY`` on every connection (uvicorn's own ``bind_socket`` leaves the protocol 0, and
+then a response's headers and body wait out the client's 40 ms delayed ACK).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -30,7 +33,7 @@ class ServerThread:
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
         self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", **options)
         self.server = uvicorn.Server(self.config)
-        self._sock = self.config.bind_socket()
+        self._sock = bind(host, port)
         self.host, self.port = self._sock.getsockname()[:2]
         self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
@@ -56,6 +59,21 @@ class ServerThread:
         self.stop()
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port), inheritable by worker processes."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port "
+                                 f"(0: a free one)") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                log_level: str = "warning", on_listen: Any = None) -> None:
     """Serve ``config`` until interrupted; ``on_listen(url)`` is called once the socket is bound."""
@@ -68,7 +86,7 @@ def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000
     else:
         uv = uvicorn.Config("rehearsal_env.serve:app_from_environment", factory=True, host=host, port=port,
                             workers=workers, log_level=log_level, timeout_graceful_shutdown=10)
-    sock = uv.bind_socket()
+    sock = bind(host, port)
     bound = sock.getsockname()[1]
     if on_listen is not None:
         on_listen(f"http://{host}:{bound}")

@@ -92,8 +92,8 @@ class Session:
     run_dir: RunDir | None
     last_used: float
     lock: threading.Lock = field(default_factory=threading.Lock)
-    opening: tuple[str, dict[str, Any]] = ("", {})
-    """The first observation and the reset info (answered again to a retried create)."""
+    opening: str = ""
+    """The first observation (answered again to a retried create)."""
     steps: int = 0
     """Steps taken; the next step's index."""
     last_response: dict[str, Any] | None = None
@@ -183,8 +183,9 @@ class SessionTable:
 
     # -- lifecycle -------------------------------------------------------------
     def create(self, who: Principal, world: World, scenario: Scenario, *, seed: int, profile: str | None,
-               agent: str, agent_version: str, request_id: str | None = None) -> tuple[Session, str, dict[str, Any]]:
-        """Start an episode: (its session, the first observation, the reset info).
+               agent: str, agent_version: str, request_id: str | None = None) -> Session:
+        """Start an episode (a retried ``request_id`` gets the session it started); ``opening`` is its first
+        observation.
 
         Raises:
             AtCapacity: ``max_sessions`` are live (``retry_after`` says when one may free).
@@ -195,7 +196,7 @@ class SessionTable:
                 known = self._requests[(who.key_id, request_id)]
                 session = self._live.get(known) or self._ended.get(known)
                 if session is not None:
-                    return session, *session.opening
+                    return session
             if len(self._live) + self._reserved >= self.max_sessions:
                 raise AtCapacity(f"expected a free session; all {self.max_sessions} are in use. Retry later, "
                                  f"or end finished episodes with DELETE /v1/episodes/ID")
@@ -204,14 +205,14 @@ class SessionTable:
             db = self._acquire(world)
             try:
                 env = RehearsalEnv(scenario, world, database=db, stress=self.stress, profile=profile)
-                observation, info = env.reset(seed=seed)
+                observation, _ = env.reset(seed=seed)
             except DatabaseError as exc:
                 self._release(world, db)
                 raise EnvironmentFailed(f"the environment failed to reset the database: {exc}") from exc
             run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
             session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
                               seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
-                              db=db, run_dir=run_dir, last_used=time.monotonic(), opening=(observation, info))
+                              db=db, run_dir=run_dir, last_used=time.monotonic(), opening=observation)
             with self._lock:
                 self._live[session.id] = session
                 self.started += 1
@@ -219,7 +220,7 @@ class SessionTable:
                     self._requests[(who.key_id, request_id)] = session.id
                     while len(self._requests) > TOMBSTONES:
                         self._requests.popitem(last=False)
-            return session, observation, info
+            return session
         finally:
             with self._lock:
                 self._reserved -= 1
