@@ -115,7 +115,9 @@ def _gym_actions(scenario_id: str, agent: str) -> list[str]:
 def _gym(scenario_id: str, actions: list[str]) -> tuple[list[str], Any, float]:
     env = rehearsal_env.make(scenario_id, profile="rl")
     env.reset(seed=0)
-    observations, reward, info = [], 0.0, {}
+    observations: list[str] = []
+    reward: float = 0.0
+    info: dict[str, Any] = {}
     for action in actions:
         observation, reward, terminated, truncated, info = env.step(action)
         observations.append(observation)

@@ -1,0 +1,226 @@
+"""The improvement step: version 2 from a run's failures, with lineage; no holdout row can ever reach it."""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rehearsal_env.agents import AgentProfile, Endpoint, ProfileStore
+from rehearsal_env.agents.testing import ModelServer, Reply
+from rehearsal_env.cli import main
+from rehearsal_env.improve import (
+    HEADING,
+    HoldoutRefused,
+    LearningRecords,
+    ModelWriter,
+    RuleWriter,
+    improve,
+    is_improved,
+    lineage_of,
+)
+from rehearsal_env.records import EpisodeRecord, read_records, write_part
+from rehearsal_env.runner import RunConfig, run
+
+IMPROVE_DIR = Path(__file__).resolve().parent.parent / "rehearsal_env" / "improve"
+PROFILE = "support-bot"
+TRAIN_DEV = ("refund-item-0001", "refund-item-0002", "cancel-order-0001", "refund-item-0004", "cancel-order-0004")
+HOLDOUT = ("refund-item-0006", "cancel-order-0006")
+CANARY = "HOLDOUT-CANARY"
+
+
+def _as_profile(records: list[EpisodeRecord], version: str) -> list[EpisodeRecord]:
+    """The records of a scripted run relabelled as episodes of ``support-bot`` ``version``; every holdout
+    record's check names carry the canary, so any holdout text that reaches an output is found."""
+    out = []
+    for r in records:
+        r = replace(r, agent=PROFILE, agent_version=version)
+        if r.split == "holdout":
+            r = replace(r, checks=tuple(replace(c, name=f"{CANARY} {c.name}") for c in r.checks))
+        out.append(r)
+    return out
+
+
+def _run(tmp: Path, name: str, agent: str, version: str = "v1") -> Path:
+    played = tmp / f"{name}-played"
+    run(RunConfig(world="shop", agent=agent, scenarios=TRAIN_DEV + HOLDOUT), played, progress=False)
+    out = tmp / name
+    write_part(out, _as_profile(read_records(played), version), 0)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("improve")
+    return _run(tmp, "wrong-order", "wrong:wrong-order"), _run(tmp, "claim", "wrong:do-nothing-but-claim")
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> ProfileStore:
+    s = ProfileStore(tmp_path / "profiles")
+    s.register(AgentProfile(name=PROFILE, agent="openai", model="m", instructions="Be careful."))
+    return s
+
+
+def _holdout_free(text: str) -> None:
+    assert CANARY not in text
+    for scenario in HOLDOUT:
+        assert scenario not in text
+
+
+def test_the_reader_cannot_be_asked_for_holdout() -> None:
+    for splits in (("holdout",), ("train", "holdout"), ("test",)):
+        with pytest.raises(HoldoutRefused, match="never"):
+            LearningRecords(splits)  # type: ignore[arg-type]
+    assert LearningRecords().splits == ("train", "dev")
+
+
+def test_the_reader_returns_failed_train_and_dev_episodes_only(runs: tuple[Path, Path]) -> None:
+    every = [r for run_dir in runs for r in read_records(run_dir)]
+    assert {r.split for r in every} == {"train", "dev", "holdout"}
+    assert sum(r.split == "holdout" and r.outcome != "verified" for r in every) >= 4  # there is holdout to leak
+    failures = [f for run_dir in runs for f in LearningRecords().failures(run_dir)]
+    expected = [r for r in every if r.split != "holdout" and r.outcome in ("not_achieved", "rule_violated")]
+    assert sorted(f.key for f in failures) == sorted(f"{r.run_id}/{r.scenario}#{r.repeat}" for r in expected)
+    assert {f.split for f in failures} <= {"train", "dev"}
+    _holdout_free(json.dumps([f.__dict__ for f in failures], default=str))
+    assert LearningRecords(("dev",)).count(runs[0]) == 2
+    assert LearningRecords(agent=("someone-else",)).count(runs[0]) == 0
+
+
+def _calls(tree: ast.AST) -> list[ast.Call]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+
+def test_no_code_path_of_the_improvement_step_can_read_a_record_but_through_the_filtered_scan() -> None:
+    """Static: the step's modules import no other reader of records (read_records, read_table, from_row,
+    pyarrow.parquet, pandas, duckdb), only _reader.py touches pyarrow, and every scan it makes carries the
+    split filter."""
+    modules = sorted(IMPROVE_DIR.glob("*.py")) + [IMPROVE_DIR.parent / "cli" / "_improve.py"]
+    forbidden = {"read_records", "read_table", "from_row", "read_parquet", "ParquetFile", "to_row",
+                 "pyarrow.parquet", "pandas", "duckdb", "polars", "inputs_from_record"}
+    for path in modules:
+        tree = ast.parse(path.read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                imported |= {f"{node.module}"} | {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+        reached = (names | imported) & forbidden
+        assert not reached, f"{path.name} reaches a record reader: {reached}"
+        if path.name != "_reader.py":
+            assert not any(m and m.startswith("pyarrow") for m in imported), f"{path.name} imports pyarrow"
+            modules_from = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+            assert not any(m.split(".")[-1] == "records" for m in modules_from), f"{path.name} imports records"
+    reader = ast.parse((IMPROVE_DIR / "_reader.py").read_text())
+    from_records = [n for n in ast.walk(reader) if isinstance(n, ast.ImportFrom) and n.module == "records"]
+    assert {a.name for n in from_records for a in n.names} == {"SCHEMA", "checked_parts"}
+    scans = [c for c in _calls(reader) if isinstance(c.func, ast.Attribute) and c.func.attr in
+             ("to_table", "count_rows", "to_batches", "scanner", "head", "take", "to_reader")]
+    assert len(scans) == 2
+    for call in scans:
+        assert any(k.arg == "filter" for k in call.keywords), f"a scan without filter= at line {call.lineno}"
+
+
+def test_improve_writes_version_2_with_lineage_and_nothing_of_holdout(runs: tuple[Path, Path],
+                                                                      store: ProfileStore) -> None:
+    result = improve(list(runs), PROFILE, store=store)
+    assert result.profile is not None and result.lineage is not None
+    assert result.profile.ref == f"{PROFILE}@v2" and store.get(PROFILE).version == 2
+    lineage = result.lineage
+    assert lineage == lineage_of(PROFILE, "v2", store.root)
+    assert (lineage.version, lineage.parent_version, lineage.writer) == (2, 1, "rules")
+    run_ids = {r.run_id for run_dir in runs for r in read_records(run_dir)}
+    assert set(lineage.runs) == run_ids and lineage.splits == ("train", "dev")
+    assert set(lineage.episodes) == {f.key for f in result.failures} and len(lineage.episodes) == 10
+    text = result.profile.instructions
+    assert text.startswith("Be careful.") and HEADING in text
+    assert 'Hard rule "no refund on any order but #N" was broken in' in text
+    assert "Refund at most once per request" in text  # the policy the broken rule enforces
+    assert "You said the work was done while it was not" in text  # the false completions of the claim run
+    _holdout_free(text + lineage.to_json() + (store.root / PROFILE / "v2.toml").read_text())
+    assert is_improved(PROFILE, "v2", store.root) and not is_improved(PROFILE, "v1", store.root)
+    again = improve(list(runs), f"{PROFILE}@v1", store=store)  # the same failures again: v2 exists already
+    assert again.profile is None and "exists already" in (again.reason or "")
+    with pytest.raises(ValueError, match="no train or dev episode of support-bot@v2"):
+        improve(list(runs), PROFILE, store=store)  # the latest, v2, has not been run yet
+
+
+def test_the_rule_based_writer_is_deterministic(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    texts = []
+    for n in range(2):
+        s = ProfileStore(tmp_path / f"store{n}")
+        s.register(AgentProfile(name=PROFILE, agent="openai", model="m", instructions="Be careful."))
+        result = improve(list(runs), f"{PROFILE}@v1", writer=RuleWriter(), store=s)
+        assert result.profile is not None
+        texts.append(result.profile.instructions)
+    assert texts[0] == texts[1]
+
+
+def test_with_a_model_the_model_writes_the_lessons_and_reads_no_holdout(runs: tuple[Path, Path],
+                                                                       store: ProfileStore) -> None:
+    with ModelServer() as server:
+        server.script("lesson-writer", Reply.text("Here are the lessons:\n- Refund only the order the customer "
+                                                  "named.\n- Confirm the change with a read before finish."))
+        result = improve(list(runs), PROFILE, store=store,
+                         writer=ModelWriter("lesson-writer", Endpoint(base_url=server.base_url)))
+        requests = json.dumps(server.requests)
+    assert result.lineage is not None and result.lineage.writer == "model:lesson-writer"
+    assert result.lineage.lessons == ("Refund only the order the customer named.",
+                                      "Confirm the change with a read before finish.")
+    assert result.profile is not None and "- Refund only the order the customer named." in result.profile.instructions
+    assert "no refund on any order but #N" in requests and "Be careful." in requests
+    _holdout_free(requests)
+
+
+def test_a_model_that_writes_no_lesson_writes_no_version(runs: tuple[Path, Path], store: ProfileStore) -> None:
+    with ModelServer() as server:
+        server.script("quiet", Reply.text("I would not change anything."))
+        with pytest.raises(ValueError, match="answered no lesson"):
+            improve(list(runs), PROFILE, store=store, writer=ModelWriter("quiet", Endpoint(base_url=server.base_url)))
+    assert store.get(PROFILE).version == 1
+
+
+def _holdout_only(tmp: Path, runs: tuple[Path, Path]) -> Path:
+    out = tmp / "holdout-only"
+    write_part(out, [r for r in read_records(runs[0]) if r.split == "holdout"], 0)
+    return out
+
+
+def test_a_run_of_holdout_failures_only_teaches_nothing(runs: tuple[Path, Path], store: ProfileStore,
+                                                       tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no train or dev episode of support-bot@v1"):
+        improve([_holdout_only(tmp_path, runs)], PROFILE, store=store)
+    assert store.get(PROFILE).version == 1
+
+
+def test_records_that_call_a_holdout_scenario_train_are_refused(runs: tuple[Path, Path], store: ProfileStore,
+                                                               tmp_path: Path) -> None:
+    relabelled = [replace(r, split="train") if r.split == "holdout" else r for r in read_records(runs[0])]
+    out = tmp_path / "relabelled"
+    write_part(out, relabelled, 0)
+    with pytest.raises(HoldoutRefused, match="places scenario"):
+        improve([out], PROFILE, store=store)
+    assert store.get(PROFILE).version == 1
+
+
+def test_a_built_in_agent_profile_is_not_improved(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    s = ProfileStore(tmp_path / "p")
+    s.register(AgentProfile(name="scripted", agent="null"))
+    with pytest.raises(ValueError, match="reads no instructions"):
+        improve(list(runs), "scripted", store=s)
+
+
+def test_the_cli_writes_version_2(runs: tuple[Path, Path], store: ProfileStore,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["improve", str(runs[0]), str(runs[1]), "--profile", PROFILE, "--profiles", str(store.root)])
+    out = capsys.readouterr().out
+    assert code == 0 and f"wrote {PROFILE}@v2 from {PROFILE}@v1: 10 failed train/dev episode(s) of 10" in out
+    assert main(["improve", str(runs[0]), "--profile", "nobody", "--profiles", str(store.root)]) == 2
+    assert "no agent profile 'nobody'" in capsys.readouterr().err
