@@ -1,9 +1,9 @@
 """The Docker sandbox backend on the reviews world: episodes, reset, isolation, clock, cleanup.
 
-Needs a Docker daemon (and, the first time, debootstrap and a Debian mirror to build the base
-image, about three minutes; later runs reuse it by its recipe hash). Skips without a daemon,
-unless REHEARSAL_REQUIRE_DOCKER=1, which makes that a failure. One sandbox is started for the
-module; at the end no container, network or volume of ours may be left.
+Needs a Docker daemon and the sandbox base image (``python -m rehearsal_env.sandbox`` builds it
+with debootstrap, about three minutes, once per recipe; tests never download anything). Skips
+without them, unless REHEARSAL_REQUIRE_DOCKER=1, which makes that a failure. One sandbox is
+started for the module; at the end no container, network or volume of ours may be left.
 """
 
 from __future__ import annotations
@@ -24,9 +24,12 @@ from rehearsal_env.worlds import World, load_world
 
 
 def _require_docker() -> None:
-    from rehearsal_env.sandbox import docker_available
+    from rehearsal_env.sandbox import base_image_built, docker_available
 
     why = docker_available()
+    if why is None and not base_image_built():
+        why = ("the sandbox base image is not built; build it with `python -m rehearsal_env.sandbox` "
+               "(debootstrap downloads Debian packages, which tests never do)")
     if why is not None:
         if os.environ.get("REHEARSAL_REQUIRE_DOCKER") == "1":
             pytest.fail(f"REHEARSAL_REQUIRE_DOCKER=1 but {why}")

@@ -80,12 +80,22 @@ def _exists(tag: str) -> bool:
     return True
 
 
+def base_tag() -> str:
+    """The base image's tag (its recipe's hash)."""
+    return f"rehearsal/sandbox-base:{recipe_hash(base_recipe())[:16]}"
+
+
+def base_image_built() -> bool:
+    """Whether the base image of the current recipe is already in the daemon (building it downloads Debian)."""
+    return _exists(base_tag())
+
+
 def base_image() -> BuiltImage:
     """The base image, built with debootstrap on first use (about a minute or three)."""
     import time
 
     recipe = recipe_hash(base_recipe())
-    tag = f"rehearsal/sandbox-base:{recipe[:16]}"
+    tag = base_tag()
     if _exists(tag):
         return BuiltImage(tag, recipe, False, 0.0)
     with _lock(recipe):
