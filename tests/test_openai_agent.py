@@ -80,6 +80,16 @@ def test_solves_a_shop_scenario_with_tokens_and_latency(server: ModelServer, sho
     assert {t["function"]["name"] for t in first["tools"]} >= {"get_order", "issue_refund", "finish"}
 
 
+def test_the_api_key_is_sent(server: ModelServer, shop: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REHEARSAL_TEST_KEY", "sk-test-123")
+    server.script("keyed", Reply.call("give_up", reason="only the key matters"))
+    s = shop.scenario(SHOP)
+    agent = OpenAIAgent(AgentProfile(name="k", model="keyed"),
+                        Endpoint(base_url=server.base_url, api_key_env="REHEARSAL_TEST_KEY"))
+    run_episode(RehearsalEnv(s, shop), agent)
+    assert server.authorizations[server.requests.index(last_request(server, "keyed"))] == "Bearer sk-test-123"
+
+
 def test_solves_an_analytics_question(server: ModelServer) -> None:
     analytics = load_world("analytics")
     with ModelServer(world=analytics) as s:

@@ -136,6 +136,8 @@ class ModelServer:
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Every request body received, in order."""
+    authorizations: list[str | None] = field(default_factory=list)
+    """Every request's ``Authorization`` header (None: none), in the same order."""
 
     def __post_init__(self) -> None:
         if isinstance(self.world, str):
@@ -185,10 +187,11 @@ class ModelServer:
         self.stop()
 
     # -- answering -------------------------------------------------------------------
-    def answer(self, body: dict[str, Any]) -> Reply:
+    def answer(self, body: dict[str, Any], authorization: str | None = None) -> Reply:
         """The reply to one request body (scripted, else solved, else a 400)."""
         with self._lock:
             self.requests.append(body)
+            self.authorizations.append(authorization)
             model = str(body.get("model"))
             queue = self._queues.get(model)
             if queue:
@@ -265,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "the request body is not JSON", "type": "invalid_request_error"}})
             return
         state = self.server_state
-        reply = state.answer(body)
+        reply = state.answer(body, self.headers.get("authorization"))
         if reply.delay_s:
             time.sleep(reply.delay_s)
         self._send(reply.status, reply.body(str(body.get("model")), next(state._numbers)), reply.headers)
