@@ -37,18 +37,16 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
-from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
 from ._database import ApplicationError, DatabaseError, Dialect, Row
 from ._pgcache import shared_dsn
 from ._pgcluster import Cluster, cluster
 from ._pgcompat import sqlite_column_names, sqlite_integrity_message
-from ._pgguard import refusal, server_text
-from ._pgread import RESULT_BYTES, Reader, capped, connection_lost, refused, timed_out, uncapped
+from ._pgqueries import agent_text, check_text, first_line, run_agent, run_check
+from ._pgread import Reader
 from ._pgreset import SCHEMA as RESET_SCHEMA
 from ._pgreset import dependency_order
 from ._pgsql import SqlNotAllowed, connect, plain, translate
 from ._spec import DatabaseSpec
-from .sqlite import single_value
 
 CHECK_TIMEOUT_MS = 5000
 """A check running longer than this is cancelled (the check errors; the episode is not scored)."""
@@ -133,7 +131,7 @@ class PostgresDatabase:
                 "DatabaseError; a tool must not run more SQL after catching one (fix the failing query)"
             ) from exc
         except psycopg.Error as exc:
-            raise DatabaseError(f"PostgreSQL failed on {sql.split(None, 1)[0]}: {_first_line(exc)}") from exc
+            raise DatabaseError(f"PostgreSQL failed on {sql.split(None, 1)[0]}: {first_line(exc)}") from exc
         if self._in_transaction:
             self._moved_ids |= stmt.moves_ids
             self._inserted |= stmt.inserts
@@ -178,39 +176,20 @@ class PostgresDatabase:
         except pgerrors.IntegrityError as exc:
             raise _refused(exc) from exc
         except psycopg.Error as exc:
-            raise DatabaseError(f"PostgreSQL could not commit: {_first_line(exc)}") from exc
+            raise DatabaseError(f"PostgreSQL could not commit: {first_line(exc)}") from exc
         if self._moved_ids:
             self._call("sync_sequences")
 
-    # -- reading as the env's reader ----------------------------------------------
+    # -- reading as the env's reader (see ._pgqueries) -------------------------------
     def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        validate_check_sql(sql)
-        try:
-            text = translate(sql, self._keys).text
-        except SqlNotAllowed as exc:
-            raise CheckRefused(f"the check is not allowed: {exc}") from exc
-        why = refusal(server_text(text))
-        if why is not None:
-            raise CheckRefused(f"the check is refused: {why}: {sql!r}")
-        return self._read_only(text, params)
+        return self._read_only(check_text(sql, self._keys), params)
 
     def _read_only(self, text: str, params: Sequence[Any] = ()) -> Any:
         """Run PostgreSQL text as a check on the reader (no parsing: the server's layers alone)."""
         if self._in_transaction:
             raise DatabaseError(
                 "a check ran inside an open application transaction; run checks between tool calls")
-        try:
-            _, rows = self._reader.rows(text, params, timeout_ms=self.check_timeout_ms)
-        except psycopg.Error as exc:
-            if refused(exc):
-                raise CheckRefused(f"the check tried to do more than read: {_first_line(exc)}") from exc
-            if timed_out(exc):
-                raise CheckError(f"the check ran longer than {self.check_timeout_ms} ms and was cancelled; "
-                                 "make it cheaper (filter on indexed columns)") from exc
-            if connection_lost(exc):
-                raise DatabaseError(f"PostgreSQL failed while running a check: {_first_line(exc)}") from exc
-            raise CheckError(f"the check's query failed: {_first_line(exc)}") from exc
-        return single_value(rows)
+        return run_check(self._reader, text, params, timeout_ms=self.check_timeout_ms)
 
     def read_query(
         self, sql: str, *, max_rows: int, timeout_s: float
@@ -225,17 +204,7 @@ class PostgresDatabase:
                 than :data:`._pgread.RESULT_BYTES` (the agent's problem: the agent sees why).
             DatabaseError: the connection failed, or a tool ran this after writing in the same call.
         """
-        why = agent_sql_refusal(sql, "postgres", self._table_names)
-        if why is None:
-            try:
-                body = translate(sql, self._keys).text.strip().rstrip(";")
-            except SqlNotAllowed as exc:
-                why = str(exc)
-            else:
-                why = refusal(server_text(body), self._table_names)
-        if why is not None:
-            raise ApplicationError(f"the query is refused: {why}. Only one read-only SELECT statement on the "
-                                   "world's tables runs")
+        body = agent_text(sql, self._keys, self._table_names)
         columns, rows = self._agent_read(body, max_rows=max_rows, timeout_s=timeout_s)
         return sqlite_column_names(sql, columns), rows[:max_rows], len(rows) > max_rows
 
@@ -244,19 +213,7 @@ class PostgresDatabase:
         if self._in_transaction and self._wrote:
             raise DatabaseError("a tool ran an agent's query after writing in the same call; agents' queries "
                                 "read committed data: run them before the tool's writes")
-        try:
-            columns, rows = self._reader.rows(capped(body, max_rows + 1, RESULT_BYTES), (),
-                                              timeout_ms=max(1, int(timeout_s * 1000)))
-        except psycopg.Error as exc:
-            if connection_lost(exc):
-                raise DatabaseError(f"PostgreSQL failed while running a query: {_first_line(exc)}") from exc
-            if timed_out(exc):
-                raise ApplicationError(f"the query ran longer than {timeout_s:g}s and was stopped; filter "
-                                       "earlier, join on keys, or aggregate in the query") from exc
-            if refused(exc):
-                raise ApplicationError(f"the query tried to do more than read: {_first_line(exc)}") from exc
-            raise ApplicationError(f"the query failed: {_first_line(exc)}") from exc
-        return uncapped(columns, rows, RESULT_BYTES)
+        return run_agent(self._reader, body, max_rows=max_rows, timeout_s=timeout_s)
 
     # -- reset and close -------------------------------------------------------------
     def touched(self) -> dict[str, set[Any]]:
@@ -285,19 +242,15 @@ class PostgresDatabase:
         try:
             self._conn.execute(command, prepare=False)
         except psycopg.Error as exc:
-            raise DatabaseError(f"PostgreSQL failed on {command}: {_first_line(exc)}") from exc
+            raise DatabaseError(f"PostgreSQL failed on {command}: {first_line(exc)}") from exc
 
     def _call(self, function: str) -> None:
         try:
             self._conn.execute(f"SELECT rehearsal.{function}()")
         except psycopg.Error as exc:
             raise DatabaseError(
-                f"PostgreSQL could not run rehearsal.{function}() in {self.name!r}: {_first_line(exc)}"
+                f"PostgreSQL could not run rehearsal.{function}() in {self.name!r}: {first_line(exc)}"
             ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().split("\n", 1)[0]
 
 
 def _refused(exc: psycopg.Error) -> ApplicationError:
