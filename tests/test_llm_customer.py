@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rehearsal_env.agents import AgentProfile, Endpoint, ModelCustomer, OpenAIAgent, ProviderError
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.env import Customer, RehearsalEnv
-from rehearsal_env.runner import run_episode
+from rehearsal_env.records import read_records
+from rehearsal_env.runner import RunConfig, run, run_episode
 from rehearsal_env.worlds import World, load_world
 
 FAST = Endpoint(timeout_s=5.0, max_retries=1, backoff_s=0.01, max_backoff_s=0.02)
@@ -94,3 +96,15 @@ def test_a_failing_customer_model_is_not_the_agents_fault(server: ModelServer, s
     *_, info = env.step(json.dumps({"tool": "ask_customer", "args": {"question": "Your email?"}}))
     env.close()
     assert info["outcome"] == "not_scored"  # never scored against the agent
+
+
+def test_a_run_with_a_model_customer(server: ModelServer, tmp_path: Path) -> None:
+    server.script("cust", Reply.text("My email is quin.okafor867@example.com.", tokens=40))
+    config = RunConfig(world="shop", agent="reference", scenarios=("order-count-question-0001",),
+                       customer="openai:cust", base_url=server.base_url)
+    run(config, tmp_path)
+    [record] = read_records(tmp_path)
+    assert record.outcome == "verified" and record.customer_model == "cust"
+    answer = json.loads(record.trace[0].observation)["tool_result"]["result"]["answer"]
+    assert answer == "My email is quin.okafor867@example.com."  # the model's words, not the script's
+    assert server.pending("cust") == 0

@@ -15,7 +15,9 @@ from rehearsal_env.agents import (
     parse_profile,
     resolve_agent,
 )
+from rehearsal_env.agents.testing import ModelServer
 from rehearsal_env.cli import main
+from rehearsal_env.records import read_records
 
 PROFILE = """\
 name = "support-bot"
@@ -98,3 +100,23 @@ def test_cli_add_list_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caps
     assert load_profile_file(path).sampling.temperature == 0.3
     assert "temperature = 0.2" in capsys.readouterr().out
     assert main(["profile", "show", "nope"]) == 2
+
+
+def test_a_run_records_the_profile_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("REHEARSAL_AGENT_PROFILES", str(tmp_path / "profiles"))
+    path = tmp_path / "bot.toml"
+    path.write_text(PROFILE)
+    assert main(["profile", "add", str(path)]) == 0
+    path.write_text(PROFILE.replace("Check the order", "Always check the order"))
+    assert main(["profile", "add", str(path)]) == 0
+    with ModelServer(world="shop") as server:
+        for ref, version in (("support-bot", "v2"), ("support-bot@v1", "v1")):
+            out = tmp_path / version
+            assert main(["run", "--world", "shop", "--agent", ref, "--base-url", server.base_url,
+                         "--scenario", "refund-item-0001", "--out", str(out), "--quiet"]) == 0, capsys.readouterr()
+            [record] = read_records(out)
+            assert (record.agent, record.agent_version, record.outcome) == ("support-bot", version, "verified")
+            assert (record.temperature, record.top_p, record.sampling_seed, record.max_tokens) == (0.2, 0.9, 7, 256)
+    first = [r for r in server.requests if "Always check the order" in r["messages"][0]["content"]]
+    assert first and first[0]["temperature"] == 0.2  # v2's instructions and sampling reached the model
