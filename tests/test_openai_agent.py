@@ -40,7 +40,7 @@ def server(shop: World) -> Iterator[ModelServer]:
         yield s
 
 
-FAST = {"timeout_s": 5.0, "max_retries": 2, "backoff_s": 0.01, "max_backoff_s": 0.05}
+FAST: dict[str, Any] = {"timeout_s": 5.0, "max_retries": 2, "backoff_s": 0.01, "max_backoff_s": 0.05}
 
 
 def play(server: ModelServer, world: World, scenario: str, model: str, *, stress: bool = True,
