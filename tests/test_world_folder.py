@@ -156,3 +156,47 @@ def test_cli_world_add_validates_and_reports(tmp_path: Path, monkeypatch: pytest
     assert main(["world", "add", str(folder)]) == 2
     line = _line_of(folder, "world.toml", 'type = "soap"')
     assert f"world.toml:{line}: tool 'find_user': type is 'soap'. Fix:" in capsys.readouterr().err
+
+
+MIGRATION = """-- the application's own migrations; a quote in a comment; splits no statement
+CREATE TABLE users (id INTEGER PRIMARY KEY, login TEXT NOT NULL, name TEXT NOT NULL);
+CREATE INDEX users_login ON users (login);
+CREATE TABLE notes (
+  id INTEGER PRIMARY KEY,
+  author_id INTEGER NOT NULL REFERENCES users(id),
+  body TEXT NOT NULL,
+  pinned INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT
+);
+CREATE INDEX notes_author ON notes (author_id);
+"""
+
+
+def _from_migrations(tmp_path: Path, migration: str) -> Path:
+    import re
+
+    copy = tmp_path / "migrated"
+    shutil.copytree(NOTES, copy)
+    (copy / "migrations").mkdir()
+    (copy / "migrations" / "001_init.sql").write_text(migration)
+    text = (copy / "world.toml").read_text()
+    text = re.sub(r"\[\[table\]\].*?(?=\[data\])", '[schema]\nsql = ["migrations/001_init.sql"]\n\n', text, flags=re.S)
+    (copy / "world.toml").write_text(text)
+    return copy
+
+
+def test_the_schema_can_come_from_the_applications_migrations(tmp_path: Path) -> None:
+    migrated = load_world_folder(_from_migrations(tmp_path, MIGRATION))
+    declared = load_world_folder(NOTES)
+    assert migrated.tables == declared.tables
+    scenario = migrated.scenario("clean-up-0003")
+    assert _play(migrated, scenario, "reference")[1] == _play(declared, declared.scenario("clean-up-0003"),
+                                                               "reference")[1]
+
+
+def test_a_migration_statement_we_do_not_read_names_its_line(tmp_path: Path) -> None:
+    folder = _from_migrations(tmp_path, MIGRATION + "\nDROP TABLE notes;\n")
+    line = _line_of(folder, "migrations/001_init.sql", "DROP TABLE")
+    with pytest.raises(WorldFolderError, match=rf"001_init.sql:{line}: only CREATE TABLE and CREATE INDEX"):
+        load_world_folder(folder)

@@ -14,6 +14,9 @@
                { name = "author_id", type = "int", references = "users.id", nullable = true }]
     indexes = [["author_id"]]
 
+    [schema]                             # or the application's own migrations, instead of [[table]]:
+    sql = ["migrations/001_init.sql"]    # CREATE TABLE / CREATE INDEX, applied in order
+
     [data]
     sql = "seed.sql"                     # INSERT ... VALUES statements with literal values, or
     # generator = "data.py"              # a file defining rows(seed: int, anchor: date) -> {table: [tuple]}
@@ -242,6 +245,89 @@ def _tables(src: _Source, raw: list[dict[str, Any]]) -> tuple[Table, ...]:
     return tuple(tables)
 
 
+_STATEMENT = re.compile(r"(?:'(?:[^']|'')*'|--[^\n]*|[^;'-]|-(?!-))+")
+"""One SQL statement of a file (a semicolon or quote inside quoted text or a comment does not count)."""
+
+
+def _only_comments(chunk: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in chunk.splitlines())
+
+
+def _first_line(text: str, chunk: re.Match[str]) -> int:
+    """The 1-based line where the statement in ``chunk`` starts (after blank and comment lines)."""
+    offset = chunk.start()
+    for line in chunk.group(0).splitlines(keepends=True):
+        if line.strip() and not line.strip().startswith("--"):
+            break
+        offset += len(line)
+    return text.count("\n", 0, offset) + 1
+
+
+_INT_TYPES = {"INT", "BIGINT", "SMALLINT", "TINYINT", "BOOLEAN", "SERIAL", "BIGSERIAL"}
+_REAL_TYPES = {"DOUBLE", "FLOAT", "REAL", "DECIMAL", "NUMERIC"}
+
+
+def _column_type(column: exp.ColumnDef) -> str:
+    kind = column.args.get("kind")
+    name = kind.this.name if isinstance(kind, exp.DataType) else "TEXT"
+    return "int" if name in _INT_TYPES else "real" if name in _REAL_TYPES else "text"
+
+
+def _schema_tables(folder: Path, files: Sequence[str]) -> tuple[Table, ...]:
+    """Tables from the application's own migrations: CREATE TABLE and CREATE INDEX statements, in order."""
+    tables: dict[str, Table] = {}
+    for file in files:
+        path = folder / file
+        if not path.is_file():
+            raise WorldFolderError(f"{folder / WORLD_FILE}: [schema] names {file}, which does not exist. Fix: "
+                                   "name the migration files relative to world.toml")
+        text = path.read_text()
+        for chunk in _STATEMENT.finditer(text):
+            if _only_comments(chunk.group(0)):
+                continue
+            line = _first_line(text, chunk)
+            try:
+                statement = sqlglot.parse_one(chunk.group(0), read="sqlite")
+            except sqlglot.errors.ParseError as exc:
+                raise WorldFolderError(f"{path}:{line}: not valid SQL ({str(exc).splitlines()[0]}). Fix: "
+                                       "write CREATE TABLE and CREATE INDEX statements") from exc
+            if statement is None:
+                continue
+            kind = str(statement.args.get("kind", "")).upper() if isinstance(statement, exp.Create) else ""
+            if kind == "TABLE" and isinstance(statement.this, exp.Schema):
+                name = statement.this.this.name
+                cols = []
+                for c in statement.this.expressions:
+                    if not isinstance(c, exp.ColumnDef):
+                        continue
+                    ref = next((k.kind for k in c.constraints if isinstance(k.kind, exp.Reference)), None)
+                    target = None
+                    if ref is not None and isinstance(ref.this, exp.Schema):
+                        target = f"{ref.this.this.name}.{ref.this.expressions[0].name}"
+                    not_null = any(isinstance(k.kind, exp.NotNullColumnConstraint | exp.PrimaryKeyColumnConstraint)
+                                   for k in c.constraints)
+                    cols.append(Column(c.name, _column_type(c), not not_null, target))  # type: ignore[arg-type]
+                if not cols or cols[0].type != "int":
+                    raise WorldFolderError(f"{path}:{line}: table {name!r} must start with an integer primary key. "
+                                           "Fix: make its first column INTEGER PRIMARY KEY")
+                tables[name] = Table(name, tuple(cols))
+            elif kind == "INDEX" and isinstance(statement.this, exp.Index):
+                index = statement.this
+                table_name = index.args["table"].name
+                params = index.args.get("params")
+                columns = tuple(o.this.name for o in (params.args.get("columns") or ())) if params else ()
+                if table_name not in tables:
+                    raise WorldFolderError(f"{path}:{line}: index on unknown table {table_name!r}. Fix: create "
+                                           "the table before its index")
+                t = tables[table_name]
+                tables[table_name] = Table(t.name, t.columns, (*t.indexes, columns))
+            else:
+                raise WorldFolderError(f"{path}:{line}: only CREATE TABLE and CREATE INDEX belong in the schema, "
+                                       f"got {chunk.group(0).strip()[:50]!r}. Fix: keep data in [data] and leave "
+                                       "other statements out")
+    return tuple(tables.values())
+
+
 def _literal(node: exp.Expression) -> Any:
     if isinstance(node, exp.Null):
         return None
@@ -257,18 +343,14 @@ def _literal(node: exp.Expression) -> Any:
     raise ValueError(f"{node.sql()} is not a literal value")
 
 
-_STATEMENT = re.compile(r"(?:'(?:[^']|'')*'|[^;'])+")
-
-
 def _sql_rows(src_path: Path, tables: Sequence[Table]) -> dict[str, list[tuple[Any, ...]]]:
     by_name = {t.name: t for t in tables}
     rows: dict[str, list[tuple[Any, ...]]] = {t.name: [] for t in tables}
     text = src_path.read_text()
     for chunk in _STATEMENT.finditer(text):
-        if not chunk.group(0).strip():
+        if _only_comments(chunk.group(0)):
             continue
-        lead = len(chunk.group(0)) - len(chunk.group(0).lstrip())
-        line = text.count("\n", 0, chunk.start() + lead) + 1
+        line = _first_line(text, chunk)
         try:
             statement = sqlglot.parse_one(chunk.group(0), read="sqlite")
         except sqlglot.errors.ParseError as exc:
@@ -496,7 +578,7 @@ def load_world_folder(folder: str | Path) -> World:
     if not isinstance(data["data_anchor"], date):
         raise src.error(src.line(None, 0, "data_anchor"), f"data_anchor {data['data_anchor']!r} is not a date",
                         "write a bare TOML date: data_anchor = 2025-06-30")
-    tables = _tables(src, data.get("table", []))
+    tables = _tables(src, data.get("table", [])) + _schema_tables(folder, list(data.get("schema", {}).get("sql", [])))
     tools = _tools(src, data.get("tool", []), data.get("http", {}))
     names = {t.name for t in tools}
     roles = []
