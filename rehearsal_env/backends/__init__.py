@@ -8,6 +8,7 @@ seed rows; a world is one). A new backend registers a factory with
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -32,14 +33,27 @@ def _postgres(spec: DatabaseSpec, **options: Any) -> Database:
     return PostgresDatabase(spec, **options)
 
 
-def _docker(spec: DatabaseSpec, **options: Any) -> Database:
-    # Imported on first use, as PostgreSQL: the Docker sandbox (rehearsal_env.sandbox) builds on this package.
-    from ..sandbox import SandboxDatabase
+def plugin(target: str) -> BackendFactory:
+    """A factory named by ``"module:attribute"``, imported on first use (a backend built on this package).
 
-    return SandboxDatabase(spec, **options)
+    The Docker sandbox (``rehearsal_env.sandbox``) builds on the PostgreSQL backend, so this
+    package names it rather than importing it: the import graph keeps pointing down.
+    """
+    module, _, attribute = target.partition(":")
+
+    def factory(spec: DatabaseSpec, **options: Any) -> Database:
+        found: BackendFactory = getattr(importlib.import_module(module), attribute)
+        return found(spec, **options)
+
+    factory.__qualname__ = f"plugin({target!r})"
+    return factory
 
 
-BACKENDS: dict[str, BackendFactory] = {"sqlite": _sqlite, "postgres": _postgres, "docker": _docker}
+BACKENDS: dict[str, BackendFactory] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    "docker": plugin("rehearsal_env.sandbox:SandboxDatabase"),
+}
 """Backend name -> factory, in the order the CLI lists them (see :func:`register_backend`)."""
 
 
@@ -81,6 +95,7 @@ __all__ = [
     "changes",
     "digest",
     "open_database",
+    "plugin",
     "register_backend",
     "table_rows",
 ]
