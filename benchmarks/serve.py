@@ -28,12 +28,12 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -171,11 +171,22 @@ async def drive(url: str, world: str, sessions: int, episodes: int) -> tuple[lis
     counts = {"episodes": 0, "verified": 0}
     limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as http:
+        async def send(path: str, body: dict[str, Any]) -> httpx.Response:
+            for attempt in range(5):  # a lost response is sent again: step_index / request_id make it safe
+                try:
+                    r = await http.post(path, json=body)
+                    r.raise_for_status()
+                    return r
+                except httpx.TransportError:
+                    if attempt == 4:
+                        raise
+                    await asyncio.sleep(0.1)
+            raise AssertionError("unreachable")
+
         async def start(i: int) -> dict[str, Any]:
-            r = await http.post("/v1/episodes", json={"world": world, "scenario": ids[i % len(ids)], "seed": 0,
-                                                      "agent": {"name": "reference", "version": "bench"}})
-            r.raise_for_status()
-            return dict(r.json())
+            body = {"world": world, "scenario": ids[i % len(ids)], "seed": 0, "request_id": uuid.uuid4().hex,
+                    "agent": {"name": "reference", "version": "bench"}}
+            return dict((await send("/v1/episodes", body)).json())
 
         opened = await asyncio.gather(*(start(i) for i in range(sessions)))  # N sessions held at once
         began = time.perf_counter()
@@ -190,9 +201,8 @@ async def drive(url: str, world: str, sessions: int, episodes: int) -> tuple[lis
                 while True:
                     body = {"action": agent(observation, info), "step_index": index}
                     t0 = time.perf_counter()
-                    r = await http.post(f"/v1/episodes/{started['episode_id']}/step", json=body)
+                    r = await send(f"/v1/episodes/{started['episode_id']}/step", body)
                     latencies.append((time.perf_counter() - t0) * 1000)
-                    r.raise_for_status()
                     result = r.json()
                     observation, index = result["observation"], result["step_index"]
                     if result["terminated"] or result["truncated"]:
@@ -229,7 +239,8 @@ def show(f: Figures) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sessions", type=int, nargs="+", default=[100, 1000], help="concurrent sessions (default 100 1000)")
+    p.add_argument("--sessions", type=int, nargs="+", default=[100, 1000],
+                   help="concurrent sessions (default 100 1000)")
     p.add_argument("--episodes", type=int, default=3, help="episodes each session plays (default 3)")
     p.add_argument("--world", default="shop")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
@@ -250,7 +261,8 @@ def main() -> None:
         print(show(local), flush=True)
         remote = over_http(args.world, n, args.episodes)
         print(show(remote), flush=True)
-        print(f"  N={n}: http/in-process  p50 {remote.p50_ms / local.p50_ms:.1f}x (+{remote.p50_ms - local.p50_ms:.2f} ms)"
+        print(f"  N={n}: http/in-process  p50 {remote.p50_ms / local.p50_ms:.1f}x "
+              f"(+{remote.p50_ms - local.p50_ms:.2f} ms)"
               f"  episodes/s {remote.episodes_per_s / local.episodes_per_s:.2f}x"
               f"  RSS/session {remote.rss_per_session_mb / local.rss_per_session_mb:.2f}x"
               f"  per-step cost at saturation {1000 * remote.wall_s / remote.steps:.2f} ms vs "

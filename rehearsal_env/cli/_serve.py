@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..backends import BACKENDS
-from ..serve import ServeConfig, default_keys_path, run_server
+from ..serve import KEEP_ALIVE_S, ServeConfig, default_keys_path, run_server
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         f"only clients on 127.0.0.1 are accepted")
     p.add_argument("--no-stress", action="store_true", help="switch the stress layer off")
     p.add_argument("--threads", type=int, default=8, help="worker threads per process for database work (default: 8)")
+    p.add_argument("--keep-alive", type=float, default=KEEP_ALIVE_S,
+                   help=f"seconds an idle connection stays open (default: {KEEP_ALIVE_S})")
     p.add_argument("--log-level", default="warning", help="uvicorn's log level (default: warning)")
     p.set_defaults(handler=handle)
 
@@ -74,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
 
     try:
         run_server(config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level,
-                   on_listen=listening)
+                   keep_alive=args.keep_alive, on_listen=listening)
     except KeyboardInterrupt:
         pass
     return 0

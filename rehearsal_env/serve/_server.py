@@ -31,6 +31,7 @@ class ServerThread:
     """
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
+        options.setdefault("timeout_keep_alive", KEEP_ALIVE_S)
         self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", **options)
         self.server = uvicorn.Server(self.config)
         self._sock = bind(host, port)
@@ -74,18 +75,23 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+KEEP_ALIVE_S = 75
+"""How long an idle connection stays open: an agent thinks between steps (uvicorn's own default is 5 s)."""
+
+
 def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-               log_level: str = "warning", on_listen: Any = None) -> None:
+               log_level: str = "warning", keep_alive: float = KEEP_ALIVE_S, on_listen: Any = None) -> None:
     """Serve ``config`` until interrupted; ``on_listen(url)`` is called once the socket is bound."""
     if workers < 1:
         raise ValueError(f"expected --workers >= 1, got {workers}")
     os.environ[CONFIG_ENV] = config.to_json()
     if workers == 1:
         uv = uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=10)
+                            timeout_graceful_shutdown=10, timeout_keep_alive=int(keep_alive))
     else:
         uv = uvicorn.Config("rehearsal_env.serve:app_from_environment", factory=True, host=host, port=port,
-                            workers=workers, log_level=log_level, timeout_graceful_shutdown=10)
+                            workers=workers, log_level=log_level, timeout_graceful_shutdown=10,
+                            timeout_keep_alive=int(keep_alive))
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     if on_listen is not None:

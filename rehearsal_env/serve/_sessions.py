@@ -149,6 +149,7 @@ class SessionTable:
         self._reserved = 0
         self._pool: dict[int, list[Database]] = {}
         self._lock = threading.Lock()
+        self._opening = threading.Lock()
         self.started = 0
         self.reaped = 0
 
@@ -168,7 +169,8 @@ class SessionTable:
             spare = self._pool.get(id(world))
             if spare:
                 return spare.pop()
-        return open_database(world, self.backend, **self.backend_options)
+        with self._opening:  # one database opened at a time (PostgreSQL: the first builds the world's template)
+            return open_database(world, self.backend, **self.backend_options)
 
     def _release(self, world: World, db: Database) -> None:
         with self._lock:
@@ -202,12 +204,15 @@ class SessionTable:
                                  f"or end finished episodes with DELETE /v1/episodes/ID")
             self._reserved += 1
         try:
-            db = self._acquire(world)
+            try:
+                db = self._acquire(world)
+            except DatabaseError as exc:
+                raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
             try:
                 env = RehearsalEnv(scenario, world, database=db, stress=self.stress, profile=profile)
                 observation, _ = env.reset(seed=seed)
             except DatabaseError as exc:
-                self._release(world, db)
+                db.close()
                 raise EnvironmentFailed(f"the environment failed to reset the database: {exc}") from exc
             run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
             session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
