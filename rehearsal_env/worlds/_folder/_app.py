@@ -1,0 +1,66 @@
+"""The ``[application]`` of a folder world (what the sandbox runs) and what ``http`` tools call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .._world import World
+from ._source import Source
+
+
+@runtime_checkable
+class Application(Protocol):
+    """What ``http`` tools call: a running application (the sandbox's database provides it)."""
+
+    def request(self, method: str, path: str, *, query: Mapping[str, Any], body: Mapping[str, Any] | None,
+                headers: Mapping[str, str]) -> tuple[int, Any]:
+        """Send one request; return (status, decoded JSON answer). Raises DatabaseError when unreachable."""
+        ...
+
+
+@dataclass(frozen=True)
+class ApplicationSpec:
+    """The ``[application]`` of a folder world: what the sandbox builds and runs."""
+
+    folder: Path
+    """The application's files (copied into its image)."""
+    command: tuple[str, ...]
+    """How the container starts it."""
+    port: int
+    """The port it listens on inside its container."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment; ``{dsn}``, ``{email_url}``, ``{payments_url}`` and ``{now}`` are filled in."""
+    health: str = "/health"
+    """A GET path answering 200 once the application is up."""
+    probe: str = "/"
+    """A GET path whose answer must be identical after every reset."""
+    reset_hook: str | None = None
+    """``"METHOD /path"`` called after each database restore; None: no state outside the database."""
+
+
+APPLICATIONS: dict[str, ApplicationSpec] = {}
+
+
+def application_of(world: World) -> ApplicationSpec | None:
+    """The application a folder world's ``http`` tools call (None: the world runs in process)."""
+    return APPLICATIONS.get(world.name)
+
+
+def backend_for(world: World) -> str:
+    """The backend a world needs: ``docker`` when its tools call its application, else ``sqlite``."""
+    return "docker" if application_of(world) is not None else "sqlite"
+
+
+
+def parse_application(src: Source, folder: Path, raw: dict[str, Any]) -> ApplicationSpec:
+    app_folder = folder / raw.get("folder", "app")
+    if not app_folder.is_dir() or not raw.get("command"):
+        raise src.error(src.line("application", 0), f"[application] needs folder (found: {app_folder}) "
+                        "and command", 'write folder = "app" and command = ["python3", "/app/server.py"]')
+    return ApplicationSpec(app_folder, tuple(raw["command"]), int(raw.get("port", 8080)),
+                           dict(raw.get("env", {})), raw.get("health", "/health"), raw.get("probe", "/"),
+                           raw.get("reset_hook") or None)
+

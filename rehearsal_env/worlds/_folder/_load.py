@@ -1,0 +1,156 @@
+"""Loading a world folder, and the folder worlds the registry knows (shipped, or added with ``world add``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from ...scenarios import load_scenarios
+from .._world import Policy, Role, World
+from ._app import APPLICATIONS, application_of, parse_application
+from ._data import declared_tables, migrated_tables, seed_rows
+from ._source import WORLD_FILE, WorldFolderError, read_toml
+from ._tools import parse_tools
+
+
+def is_world_folder(name: str) -> bool:
+    """Whether ``name`` is a path to a folder holding ``world.toml``."""
+    return (Path(name) / WORLD_FILE).is_file()
+
+
+SHIPPED = Path(__file__).resolve().parents[3] / "worlds"
+"""Folder worlds that ship with the repository (``worlds/<name>/world.toml`` at its root)."""
+HOME_ENV = "REHEARSAL_HOME"
+
+
+def added_file() -> Path:
+    """Where ``rehearsal world add`` records folders: ``$REHEARSAL_HOME/worlds.json`` (default ``~/.rehearsal``)."""
+    return Path(os.environ.get(HOME_ENV) or "~/.rehearsal").expanduser() / "worlds.json"
+
+
+def _name_of(folder: Path) -> str | None:
+    try:
+        name = tomllib.loads((folder / WORLD_FILE).read_text()).get("name")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def folder_worlds() -> dict[str, str]:
+    """Folder worlds by name: the shipped ones, then those added with ``rehearsal world add``."""
+    out: dict[str, str] = {}
+    if SHIPPED.is_dir():
+        for world_toml in sorted(SHIPPED.glob(f"*/{WORLD_FILE}")):
+            name = _name_of(world_toml.parent)
+            if name:
+                out[name] = str(world_toml.parent)
+    path = added_file()
+    if path.is_file():
+        try:
+            added = json.loads(path.read_text())
+        except ValueError:
+            added = {}
+        out.update({k: v for k, v in added.items() if isinstance(v, str) and is_world_folder(v)})
+    return out
+
+
+def add_world_folder(folder: str | Path) -> World:
+    """Validate ``folder`` as a world (tables, tools, every scenario) and record it under its name.
+
+    Raises:
+        WorldFolderError: naming the file, the line and the fix.
+    """
+    world = load_world_folder(folder)
+    world.scenarios()  # loads and checks every scenario file
+    path = added_file()
+    added = json.loads(path.read_text()) if path.is_file() else {}
+    added[world.name] = str(Path(folder).resolve())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(added, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return world
+
+
+
+def load_world_folder(folder: str | Path) -> World:
+    """The world a folder describes (see the module docstring).
+
+    Raises:
+        WorldFolderError: naming the file, the line and the fix.
+    """
+    folder = Path(folder).resolve()
+    if not (folder / WORLD_FILE).is_file():
+        raise WorldFolderError(f"{folder}: no {WORLD_FILE}. Fix: give the folder that holds world.toml")
+    src, data = read_toml(folder / WORLD_FILE)
+    for key in ("name", "data_anchor"):
+        if key not in data:
+            raise src.error(1, f"{key} is missing", 'write name = "myworld" and data_anchor = 2025-06-30 at the top')
+    if not isinstance(data["data_anchor"], date):
+        raise src.error(src.line(None, 0, "data_anchor"), f"data_anchor {data['data_anchor']!r} is not a date",
+                        "write a bare TOML date: data_anchor = 2025-06-30")
+    migrations = list(data.get("schema", {}).get("sql", []))
+    tables = declared_tables(src, data.get("table", [])) + migrated_tables(folder, migrations)
+    tools = parse_tools(src, data.get("tool", []), data.get("http", {}))
+    names = {t.name for t in tools}
+    roles = []
+    for i, r in enumerate(data.get("role", [])):
+        unknown = [t for t in r.get("tools", ()) if t not in names]
+        if unknown:
+            raise src.error(src.line("role", i, "tools"), f"role {r.get('name')!r} lists unknown tool(s) {unknown}",
+                            f"declare them under [[tool]] or use {', '.join(sorted(names))}")
+        roles.append(Role(r["name"], r.get("description", r["name"]), tuple(r.get("tools", ()))))
+    policies = tuple(Policy(p["text"], tuple(p.get("hard_rules", ()))) for p in data.get("policy", []))
+    if any(t.get("type") == "http" for t in data.get("tool", [])):
+        if "application" not in data:
+            raise src.error(1, "the world has http tools but no [application]",
+                            "describe the application the sandbox runs under [application]")
+    if "application" in data:
+        APPLICATIONS[data["name"]] = parse_application(src, folder, data["application"])
+    rows = seed_rows(src, folder, data.get("data", {}), tables)
+    scenario_files = sorted((folder / "scenarios").glob("*.toml"))
+    role_names = {r.name for r in roles}
+
+    def scenarios(world: World) -> list[Any]:
+        out = []
+        for path in scenario_files:
+            out.extend(_scenarios(path, world, role_names, names))
+        return out
+
+    return World(name=data["name"], description=data.get("description", ""), tables=tables, tools=tools,
+                 roles=tuple(roles), policies=policies, data_anchor=data["data_anchor"], seed=int(data.get("seed", 0)),
+                 generate_rows=rows, generate_scenarios=scenarios, suite_version=str(data.get("suite_version", "1")))
+
+
+def _scenarios(path: Path, world: World, roles: set[str], tools: set[str]) -> list[Any]:
+    src, _ = read_toml(path)
+    try:
+        loaded = load_scenarios(path, world.name)
+    except ValueError as exc:
+        match = re.search(r"scenario #(\d+)", str(exc))
+        line = src.line("scenario", int(match.group(1)) - 1) if match else 1
+        raise WorldFolderError(f"{path}:{line}: {exc}") from exc
+    builtin = {"finish", "give_up", "ask_customer", "retry_operation"}
+    for i, s in enumerate(loaded):
+        if s.role not in roles:
+            raise src.error(src.line("scenario", i, "role"), f"scenario {s.id!r} plays role {s.role!r}",
+                            f"use one of the roles of world.toml: {', '.join(sorted(roles))}")
+        for solution in (s.reference, *s.wrong):
+            bad = [c.tool for c in solution.calls if c.tool not in tools | builtin]
+            if bad:
+                raise src.error(src.line("scenario", i, "reference"), f"scenario {s.id!r}: {solution.name} calls "
+                                f"unknown tool(s) {bad}", f"use the world's tools: {', '.join(sorted(tools))}")
+    return list(loaded)
+
+
+def folder_world_json(world: World) -> str:
+    """A one-line JSON summary of a folder world (for ``rehearsal world add``)."""
+    info = world.describe()
+    app = application_of(world)
+    return json.dumps({"name": world.name, "tools": len(world.tools), "roles": list(info["roles"]),
+                       "scenarios": info["scenarios"], "application": str(app.folder) if app else None})
