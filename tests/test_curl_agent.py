@@ -23,6 +23,6 @@ def test_a_curl_agent_plays_one_episode_to_a_verdict() -> None:
         pytest.skip(f"{', '.join(missing)} not installed (apt-get install curl jq)")
     rehearsal = Path(sys.executable).with_name("rehearsal")
     done = subprocess.run(["bash", str(SCRIPT)], env={**os.environ, "REHEARSAL": str(rehearsal)},
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ended verified in 5 steps" in done.stdout

@@ -10,7 +10,7 @@ SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 
 URL=""
-for _ in $(seq 300); do
+for _ in $(seq 1200); do  # up to 120 s: imports and the world load come first
   URL=$(sed -n 's/^rehearsal serve: listening on \(http:[^ ]*\) .*/\1/p' "$WORK/serve.log")
   [ -n "$URL" ] && break
   kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/serve.log" >&2; exit 1; }
