@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from ..backends import digest, open_database
 from ..identity import content_hashes, version_id_of, world_content
-from ._isolation import clock_fact, network_fact, reset_fact
+from ..worlds import backend_for
+from ._isolation import clock_fact, network_facts, reset_fact
 from ._manifest import VALIDATOR_VERSION, Manifest, ScenarioValidation, Withdrawal, WorldVersion
 from ._store import load_manifest, log_build, publish, withdraw
 from ._validate import validate_scenario
@@ -47,8 +48,9 @@ class RecheckResult:
     """Wall-clock seconds the recheck took (diagnostic)."""
 
 
-def build_version(world: World, *, backend: str = "sqlite") -> WorldVersion:
+def build_version(world: World, *, backend: str | None = None) -> WorldVersion:
     """Validate every scenario of ``world`` and measure the reset and isolation facts (nothing is written)."""
+    backend = backend or backend_for(world)
     content = world_content(world)
     hashes = content_hashes(content)
     db = open_database(world, backend)
@@ -63,7 +65,7 @@ def build_version(world: World, *, backend: str = "sqlite") -> WorldVersion:
             stamps |= written
             episodes += 3 + len(scenario.wrong)
         facts = (reset_fact(world, db, seeded, episodes, backend),
-                 clock_fact(world, stamps, validations), network_fact(backend))
+                 clock_fact(world, stamps, validations), *network_facts(db, backend))
     finally:
         db.close()
     return WorldVersion(id=version_id_of(hashes), world=world.name, part_hashes=hashes,
@@ -72,7 +74,7 @@ def build_version(world: World, *, backend: str = "sqlite") -> WorldVersion:
 
 
 def build_and_publish(world: World, root: str | Path | None = None, *,
-                      backend: str = "sqlite") -> BuildResult:
+                      backend: str | None = None) -> BuildResult:
     """Build ``world``'s version and publish it under ``root`` (see :mod:`._store`)."""
     started = time.perf_counter()
     version = build_version(world, backend=backend)
@@ -83,7 +85,7 @@ def build_and_publish(world: World, root: str | Path | None = None, *,
     return BuildResult(version, path, published, seconds)
 
 
-def recheck(world: World, root: str | Path | None = None, *, backend: str = "sqlite") -> RecheckResult:
+def recheck(world: World, root: str | Path | None = None, *, backend: str | None = None) -> RecheckResult:
     """Replay every scenario in use in ``world``'s published version; withdraw the ones found unfair.
 
     A scenario is withdrawn when it now fails a validation check, or when its
@@ -93,6 +95,7 @@ def recheck(world: World, root: str | Path | None = None, *, backend: str = "sql
         NotPublished: the world's current version was never built.
     """
     started = time.perf_counter()
+    backend = backend or backend_for(world)
     manifest = load_manifest(world, root=root)
     rechecked = manifest.in_use
     found: list[Withdrawal] = []

@@ -71,3 +71,11 @@ def network_fact(backend: str) -> Fact:
     """Only sandboxed applications have a network to cut off; the embedded database has none."""
     return Fact("network", None, NETWORK_NOT_APPLICABLE if backend == "sqlite"
                 else f"not measured: the {backend} backend runs no application network of its own")
+
+
+def network_facts(db: Database, backend: str) -> tuple[Fact, ...]:
+    """A sandbox measures its own isolation and clock (``isolation_facts``); other backends state one fact."""
+    measure = getattr(db, "isolation_facts", None)
+    if measure is None:
+        return (network_fact(backend),)
+    return tuple(Fact(f"sandbox {f.name}", f.holds, f.detail) for f in measure())
