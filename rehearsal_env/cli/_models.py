@@ -13,12 +13,15 @@ once with what to fix, instead of failing every episode the same way.
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from dataclasses import replace
 
 import openai
 
-from ..agents import ProfileError, is_builtin, resolve_agent
+from ..agents import AgentProfile, Endpoint, ProfileError, is_builtin, resolve_agent
 from ..runner import RunConfig, endpoint_of, run_profile
+from ..versions import attempt_version, describe_attempt, load_manifest
+from ..worlds import World
 
 MODEL_DEFAULTS = {"base_url": None, "api_key_env": "OPENAI_API_KEY", "concurrency": 1, "model_timeout": 60.0,
                   "model_retries": 4}
@@ -79,7 +82,10 @@ def preflight(config: RunConfig) -> None:
     profile = run_profile(config)
     if profile is None or profile.agent != "openai":
         return
-    endpoint = endpoint_of(config)
+    _ping(profile, endpoint_of(config))
+
+
+def _ping(profile: AgentProfile, endpoint: Endpoint) -> None:
     client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(), timeout=endpoint.timeout_s,
                            max_retries=0)
     try:
@@ -93,3 +99,55 @@ def preflight(config: RunConfig) -> None:
         pass
     finally:
         client.close()
+
+
+# -- the live attempt of `rehearsal world build|recheck NAME --live-agent PROFILE` ------------------------
+
+def add_live_options(p: argparse.ArgumentParser) -> None:
+    """``--live-agent PROFILE`` and where its model is served."""
+    p.add_argument("--live-agent", metavar="PROFILE",
+                   help="after validating, let this agent (openai:MODEL or a registered profile NAME[@vN]) attempt "
+                        "every scenario in use; the world page shows each attempt (it never withdraws one)")
+    p.add_argument("--base-url", help="OpenAI-compatible API of the live agent's model")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="environment variable holding the API key (default: OPENAI_API_KEY)")
+    p.add_argument("--model-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds one model call may take before it is retried (default: 60)")
+    p.add_argument("--model-retries", type=int, default=4, metavar="N",
+                   help="retries after a timeout, 429 or 5xx; then that attempt is not scored (default: 4)")
+
+
+def live_agent(args: argparse.Namespace) -> tuple[AgentProfile, Endpoint] | None:
+    """The live agent's profile and endpoint (checked by a preflight request), or None without ``--live-agent``.
+
+    Raises:
+        ValueError: a built-in agent, or an unknown profile.
+        ProfileError: the provider refused the model or key.
+    """
+    if not args.live_agent:
+        return None
+    profile = resolve_agent(args.live_agent)
+    if is_builtin(profile.agent):
+        raise ValueError(f"a live agent is a model: expected --live-agent openai:MODEL or a registered profile, "
+                         f"got the built-in agent {args.live_agent!r} (the build already plays the built-ins)")
+    endpoint = Endpoint(base_url=args.base_url, api_key_env=args.api_key_env, timeout_s=args.model_timeout,
+                        max_retries=args.model_retries)
+    _ping(profile, endpoint)
+    return profile, endpoint
+
+
+def attempt_live(live: tuple[AgentProfile, Endpoint], world: World, root: str | None) -> None:
+    """Let the live agent attempt every scenario in use of ``world``'s published version; print what it found."""
+    profile, endpoint = live
+    manifest = load_manifest(world, root=root)
+    assert manifest.path is not None
+    attempts = attempt_version(world, manifest.path, manifest.in_use, profile, endpoint)
+    counts = Counter(a.outcome for a in attempts)
+    missing = sum(bool(a.missing_facts) for a in attempts)
+    shown = ", ".join(f"{counts[o]} {o}" for o in ("verified", "not_achieved", "rule_violated", "not_scored")
+                      if counts[o])
+    print(f"  live attempts by {profile.ref}: {shown or 'none'}; facts not found in {missing} scenarios "
+          f"(on the world page; fairness alone decides withdrawals)")
+    for a in attempts:
+        if a.outcome != "verified":
+            print(f"    {a.scenario}: {describe_attempt(a)}")

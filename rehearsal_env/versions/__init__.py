@@ -10,6 +10,15 @@ every scenario (:mod:`._validate`), measures the reset and isolation facts
 
 from ..identity import content_hashes, version_id_of, world_content, world_version
 from ._build import BuildResult, RecheckResult, build_and_publish, build_version, recheck, withdraw_by_hand
+from ._live import (
+    LIVE_FILE,
+    LiveAttempt,
+    attempt_version,
+    describe_attempt,
+    load_attempts,
+    missing_facts,
+    reference_keys,
+)
 from ._manifest import (
     CHECK_LABELS,
     VALIDATOR_VERSION,
@@ -36,11 +45,13 @@ from ._validate import validate_scenario
 
 __all__ = [
     "CHECK_LABELS",
+    "LIVE_FILE",
     "VALIDATOR_VERSION",
     "BuildAborted",
     "BuildResult",
     "Fact",
     "Finding",
+    "LiveAttempt",
     "Manifest",
     "NotPublished",
     "RecheckResult",
@@ -48,12 +59,17 @@ __all__ = [
     "VersionConflict",
     "Withdrawal",
     "WorldVersion",
+    "attempt_version",
     "build_and_publish",
+    "describe_attempt",
     "build_version",
     "content_hashes",
+    "load_attempts",
     "load_manifest",
+    "missing_facts",
     "publish",
     "recheck",
+    "reference_keys",
     "render_html",
     "render_markdown",
     "scenarios_not_in_use",
