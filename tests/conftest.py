@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# A test never reads or writes a user's state: imported worlds, added world folders and API keys
+# live in a fresh REHEARSAL_HOME for the whole session (a test that registers something uses its own).
+os.environ["REHEARSAL_HOME"] = tempfile.mkdtemp(prefix="rehearsal-home-")
+atexit.register(shutil.rmtree, os.environ["REHEARSAL_HOME"], True)
 
 from tinyworld import build_world  # noqa: E402
 

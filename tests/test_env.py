@@ -7,6 +7,7 @@ import json
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
+from inprocess import in_process_worlds
 
 import rehearsal_env
 from rehearsal_env import RehearsalEnv, make
@@ -19,7 +20,7 @@ def act(tool: str, **args: object) -> str:
 
 
 def all_scenarios() -> list[tuple[str, str]]:
-    return [(w, s.id) for w in rehearsal_env.world_names() for s in rehearsal_env.load_world(w).scenarios()]
+    return [(w, s.id) for w in in_process_worlds() for s in rehearsal_env.load_world(w).scenarios()]
 
 
 @pytest.mark.parametrize(("world", "scenario"), all_scenarios())

@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from inprocess import in_process_worlds
 
-import rehearsal_env
 from rehearsal_env.agents import make_agent
 from rehearsal_env.backends import ApplicationError, Database, DatabaseError, digest, open_database
 from rehearsal_env.backends._pgcache import shared_server_running, stop_shared_server
@@ -354,7 +354,7 @@ def _verdict_key(verdict: Verdict) -> Any:
     return verdict.outcome, verdict.ending, verdict.reason, checks, verdict.metrics
 
 
-@pytest.mark.parametrize("world_name", rehearsal_env.world_names())
+@pytest.mark.parametrize("world_name", in_process_worlds())
 def test_every_scenario_gives_the_same_verdict_on_both_backends(world_name: str, postgres_dsn: str) -> None:
     world = load_world(world_name)
     dbs = {"sqlite": open_database(world), "postgres": open_database(world, "postgres", dsn=postgres_dsn)}

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
+from inprocess import in_process_worlds
 
 import rehearsal_env
 from rehearsal_env import RehearsalEnv
@@ -31,7 +32,7 @@ FLAGS: dict[str, tuple[str, Callable[[Verdict], bool]]] = {
 
 
 def all_scenarios() -> list[tuple[str, str]]:
-    return [(w, s.id) for w in rehearsal_env.world_names() for s in rehearsal_env.load_world(w).scenarios()]
+    return [(w, s.id) for w in in_process_worlds() for s in rehearsal_env.load_world(w).scenarios()]
 
 
 @pytest.fixture(scope="module")

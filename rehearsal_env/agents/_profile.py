@@ -104,7 +104,7 @@ class AgentProfile:
         if self.version is not None:
             return f"v{self.version}"
         if is_builtin(self.agent):
-            from .. import __version__
+            from .._version import __version__
 
             return f"builtin-{__version__}"
         return f"unregistered-{self.content_hash}"

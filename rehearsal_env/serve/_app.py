@@ -24,7 +24,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from gymnasium import spaces as gym_spaces
 
-from .. import __version__
+from .._version import __version__
 from ..env import RehearsalEnv
 from ..provenance import provenance_of
 from ..rewards import EXTERNAL_MODE, profile_names

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
+from .._home import home
+
 if TYPE_CHECKING:
     from ._world import World
 
-HOME_ENV = "REHEARSAL_HOME"
-
-
 def imported_file() -> Path:
     """``$REHEARSAL_HOME/imported.json``, else ``~/.rehearsal/imported.json``."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".rehearsal") / "imported.json"
+    return home() / "imported.json"
 
 
 def imported_worlds() -> dict[str, dict[str, Any]]:

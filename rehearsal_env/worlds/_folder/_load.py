@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import tomllib
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+from ..._home import home
 from ...scenarios import load_scenarios
 from .._world import Policy, Role, World
 from ._app import APPLICATIONS, application_of, parse_application
@@ -25,12 +25,11 @@ def is_world_folder(name: str) -> bool:
 
 SHIPPED = Path(__file__).resolve().parents[3] / "worlds"
 """Folder worlds that ship with the repository (``worlds/<name>/world.toml`` at its root)."""
-HOME_ENV = "REHEARSAL_HOME"
 
 
 def added_file() -> Path:
     """Where ``rehearsal world add`` records folders: ``$REHEARSAL_HOME/worlds.json`` (default ``~/.rehearsal``)."""
-    return Path(os.environ.get(HOME_ENV) or "~/.rehearsal").expanduser() / "worlds.json"
+    return home() / "worlds.json"
 
 
 def _name_of(folder: Path) -> str | None:
