@@ -149,8 +149,9 @@ def test_a_finish_with_a_malformed_answer_ends_the_episode_judged_wrong() -> Non
 def test_records_never_fail_on_what_the_agent_sent(tiny_world: World) -> None:
     env = RehearsalEnv("pay-ann", tiny_world)
     env.reset()
-    for action in ('{"tool": "get_account", "args": {"account_id": 1}} \ud800', None,
-                   f'{{"tool": "get_account", "args": {{"account_id": 1}}, "usage": {{"tokens": {10**30}}}}}'):
+    sent: list[Any] = ['{"tool": "get_account", "args": {"account_id": 1}} \ud800', None,
+                       f'{{"tool": "get_account", "args": {{"account_id": 1}}, "usage": {{"tokens": {10**30}}}}}']
+    for action in sent:
         assert env.step(action)[4]["status"] == "rejected"
     env.step('{"tool": "finish", "args": {"message": "done"}}')
     record = record_episode(env.episode, run_id="r", agent="a", agent_version="v", repeat=0, seed=0,

@@ -308,3 +308,13 @@ def test_ray_workers_on_postgres_record_what_a_serial_sqlite_run_records(tmp_pat
         row.pop("backend")
         row["provenance"].pop("run_id", None)
     assert on_postgres == on_sqlite
+
+
+@pytest.mark.parametrize("pinned", [None, "2026-01-15"])
+def test_freeze_time_source_has_one_value_in_every_file_of_a_run(tmp_path: Path, pinned: str | None) -> None:
+    args = ["run", "--world", "shop", "--scenario", "refund-item-0001", "--out", str(tmp_path), "--quiet"]
+    assert main([*args, *(["--freeze-time", pinned] if pinned else [])]) == 0
+    sources = {json.loads((tmp_path / "run.json").read_text())["config"]["freeze_time_source"],
+               json.loads((tmp_path / "summary.json").read_text())["config"]["freeze_time_source"],
+               json.loads((tmp_path / "provenance.json").read_text())["capabilities"]["freeze_time_source"]}
+    assert sources == {"--freeze-time" if pinned else "world.data_anchor"}

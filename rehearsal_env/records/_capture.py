@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from ..backends import changes as database_changes
 from ..checks import Check, CheckResult
-from ..env import Episode, readable_action, record_text
+from ..env import Episode, failure, readable_action, record_text
 from ..provenance import OUTCOME_PROFILE, Provenance
 from ..rewards import Components, TurnInput, apply_profile, compute_components, inputs_for, load_profile
 from ..scenarios import Scenario
 from ..services import service_log
-from ..verdict import NotScoredCause, Verdict
+from ..verdict import NotScoredCause, Outcome, Verdict
 from ._record import (
     RECORD_VERSION,
     CheckRecord,
@@ -105,7 +106,9 @@ def record_episode(
     """The record of a finished episode (reads its outside requests and database changes once).
 
     The reward is computed under ``provenance.reward_profile`` from the stored reward components,
-    so rescoring the record under the same profile gives the same number.
+    so rescoring the record under the same profile gives the same number. An end state that cannot be
+    read (the database died after the checks ran) makes the record not scored, with the database's
+    cause: a record without its changes could be neither rescored nor rechecked.
 
     Raises:
         ValueError: the episode has not ended.
@@ -118,9 +121,13 @@ def record_episode(
     capture_error = None
     try:
         requests, changed = _service_requests(episode), _changes(episode)
-    except Exception as exc:  # the database failed; the verdict already says not scored
+    except Exception as exc:  # the database (or the world's code) failed: the instrument, never the agent
         requests, changed = (), ()
         capture_error = record_text(f"the end state could not be read: {type(exc).__name__}: {exc}")
+        if verdict.cause is None:
+            cause, why = failure(exc)
+            verdict = dataclasses.replace(verdict, outcome=Outcome.NOT_SCORED, cause=cause,
+                                          reason=f"the end state could not be read: {why}")
     scenario = episode.scenario
     reward, components = _reward(episode, verdict, None if capture_error else changed, provenance.reward_profile)
     return EpisodeRecord(

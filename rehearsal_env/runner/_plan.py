@@ -7,6 +7,7 @@ nothing here plays an episode.
 
 from __future__ import annotations
 
+import difflib
 import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..agents import Policy
 from ..clock import RUN_CONFIG, freeze_time_source, frozen_world, parse_day
 from ..provenance import Provenance, provenance_of
@@ -60,7 +61,8 @@ class RunConfig:
     freeze_time: str | None = None
     """Pin the clock and the day the data is seeded for to this ISO date (None: the world's data_anchor)."""
     freeze_time_source: str = RUN_CONFIG
-    """Who pinned the clock when ``freeze_time`` is set (``rehearsal run`` passes ``--freeze-time``)."""
+    """Who pinned the clock: ``rehearsal run`` passes ``--freeze-time``; when ``freeze_time`` is None this is
+    always ``world.data_anchor`` (the one value run.json, summary.json and provenance.json all show)."""
     agent_profile: str | None = None
     """The agent profile as TOML when the agent is a model (``rehearsal run`` resolves ``--agent`` to it, so
     workers and a resumed run play exactly this profile); None: a built-in agent or a user's policy."""
@@ -77,6 +79,10 @@ class RunConfig:
     model_max_retries: int = 4
     """Retries of a model call after a timeout, 429 or 5xx; then the episode is not scored (cause provider)."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "freeze_time_source",
+                           freeze_time_source(self.freeze_time, self.freeze_time_source))
+
 
 @dataclass(frozen=True)
 class EpisodeSpec:
@@ -91,7 +97,18 @@ class EpisodeSpec:
 
 
 def plan(config: RunConfig, world: World) -> list[EpisodeSpec]:
-    """Every episode of the run, in a stable order (scenario, then repeat)."""
+    """Every episode of the run, in a stable order (scenario, then repeat).
+
+    Raises:
+        ValueError: a chosen scenario id the world does not have (with the closest), or none left to play.
+    """
+    known = {s.id for s in world.scenarios()}
+    for wanted in config.scenarios:
+        if wanted not in known:
+            close = difflib.get_close_matches(wanted, sorted(known), n=3)
+            raise ValueError(f"world {world.name!r} has no scenario {wanted!r}"
+                             f"{'; did you mean ' + ', '.join(map(repr, close)) + '?' if close else ''} "
+                             f"(see `rehearsal world show {world.name}`)")
     chosen = [s for s in world.scenarios(config.split)  # type: ignore[arg-type]
               if not config.scenarios or s.id in config.scenarios]
     not_in_use = scenarios_not_in_use(world)  # kept out of, or withdrawn from, the published world version

@@ -31,7 +31,7 @@ from ..records import EpisodeRecord, encode_part
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, world_for
 from ._resume import Batch
 from ._summary import SummaryRow, summary_row
-from ._worker import RECOVERY_S, EpisodeWorker, lost_record
+from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker, lost_record
 
 MAX_TRIES = 2
 """Times an episode is started before a dying worker makes it ``not_scored``."""
@@ -255,6 +255,8 @@ def _get(ref: Any, context: str | None = None, timeout: float | None = None) -> 
     try:
         return ray.get(ref, timeout=timeout)
     except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, DatabaseUnavailable):
+            raise exc.cause from None  # as raised, with the records it carries
         raise exc.as_instanceof_cause() from None
     except ray.exceptions.RayActorError as exc:
         if context:

@@ -9,9 +9,10 @@ Joining a cluster (``--ray-address HOST:PORT``): nothing listening there fails
 within :data:`CONNECT_TIMEOUT_S` with a message, never a hang. A cluster
 started with ``ray start`` on Ray 2.60 with token authentication needs the same
 ``RAY_AUTH_MODE=token`` (and its token) in the driver's environment; the
-message says so. A local Ray this run starts shares the driver's fate: its
-processes are started by Ray to die with the driver (``PR_SET_PDEATHSIG``), so
-killing the driver leaves none behind.
+message says so. A local Ray this run starts shares the driver's fate: a
+watchdog (:mod:`._reaper`) kills its processes within a second of the driver's
+death, so a killed driver leaves none behind (Ray's own fate sharing misses the
+raylet's agents).
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..records import EpisodeRecord, write_part, write_part_bytes
+from ..records import EpisodeRecord, next_part, write_part, write_part_bytes
 from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._pool import Played, RayPool
 from ._progress import Progress
+from ._reaper import watch
 from ._resume import Batch, finish_run, start_run, stop_run
-from ._summary import SummaryRow
+from ._summary import SummaryRow, summary_row
 from ._worker import RECOVERY_S, DatabaseUnavailable
 
 WRITERS = 4
@@ -150,6 +152,7 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
             raise ValueError("the given pool plays another config; make a RayPool of this run's config")
         bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
         started = connect(address, workers) if state.pending and pool is None else False
+        dog = watch() if started and not address else None  # our local Ray ends with us, even if we are killed
         rows: list[SummaryRow] = []
         try:
             if state.pending:
@@ -172,6 +175,10 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
                 except DatabaseUnavailable as exc:
                     for w in writes:
                         w.result()
+                    if exc.records:  # the failed batch's episodes played so far; a spare part number holds them
+                        spare = max(next_part(out), -(-len(state.specs) // state.config.batch_size))
+                        write_part(out, exc.records, spare)
+                        rows.extend(summary_row(r) for r in exc.records)
                     stop_run(state, out, rows, exc)
                 finally:
                     if own:
@@ -182,4 +189,6 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
                 import ray
 
                 ray.shutdown()
+            if dog is not None:
+                dog.stop()
         return finish_run(state, out, rows)

@@ -158,8 +158,8 @@ def stop_run(state: RunState, out: Path, played: Sequence[SummaryRow], error: Ba
     summary = finish_run(state, out, played)
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     raise RunStopped(f"the run stopped after {summary['episodes']} of {len(state.specs)} episodes: {first}; "
-                     f"{out / 'summary.json'} covers those recorded; finish it with "
-                     f"`rehearsal run --resume {out}`", summary) from error
+                     f"{out / 'summary.json'} covers those recorded; once the failed part is back, finish it "
+                     f"with `rehearsal run --resume {out}`", summary) from error
 
 
 def save_run(out: Path, config: RunConfig, specs: list[EpisodeSpec]) -> Path:

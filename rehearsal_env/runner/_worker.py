@@ -41,6 +41,9 @@ class DatabaseUnavailable(RuntimeError):
         self.records = list(records)
         """The records played before the run stopped (the failed episode's last), to be written."""
 
+    def __reduce__(self) -> tuple[type[DatabaseUnavailable], tuple[str, list[EpisodeRecord]]]:
+        return type(self), (str(self), self.records)  # the records travel back from a Ray actor too
+
 
 class EpisodeWorker:
     """Plays episodes of one run on its own database; one per process (serial) or per Ray actor.
