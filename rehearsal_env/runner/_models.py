@@ -12,6 +12,8 @@ import functools
 from dataclasses import replace
 from typing import Any
 
+import openai
+
 from ..agents import AgentProfile, Endpoint, ModelAgents, ModelCustomer, parse_profile
 from ..env import Customer
 from ..records import EpisodeRecord
@@ -55,10 +57,18 @@ def customer_model(config: RunConfig) -> str | None:
     return config.customer.removeprefix(CUSTOMER_PREFIX)
 
 
+@functools.cache
+def _customer_client(endpoint: Endpoint) -> openai.OpenAI:
+    return endpoint.client()  # one per process: the sync client is safe to share between threads
+
+
 def customer_for(config: RunConfig, scenario: Scenario) -> Customer | None:
     """The customer of an env of ``scenario`` in this run (None: the env's scripted customer)."""
     model = customer_model(config)
-    return None if model is None else ModelCustomer.for_model(scenario, model, endpoint_of(config))
+    if model is None:
+        return None
+    endpoint = endpoint_of(config)
+    return ModelCustomer.for_model(scenario, model, endpoint, client=_customer_client(endpoint))
 
 
 def stamp(record: EpisodeRecord, config: RunConfig, agent: Any) -> EpisodeRecord:
