@@ -1,10 +1,9 @@
 """Checks and agents' queries on PostgreSQL: what they must pass first, and how their failures read.
 
-A check's text passes :func:`~rehearsal_env.checks.validate_check_sql` (sqlglot, both
-dialects), is translated (:func:`._pgsql.translate`) and passes PostgreSQL's own parser on
-the exact text the server receives (:func:`._pgguard.refusal`); an agent's passes
-:func:`~rehearsal_env.checks.agent_sql_refusal` and the same parser with the agent's
-allow-list. Both then run on the env's reader (:class:`._pgread.Reader`), whose failures
+A check's text is translated (:func:`._pgsql.translate`, sqlglot's tokens) and must pass
+PostgreSQL's own parser on the exact text the server receives (:func:`._pgguard.refusal`:
+one SELECT, no clock); an agent's the same parser with the agent's allow-list of
+functions and tables. Both then run on the env's reader (:class:`._pgread.Reader`), whose failures
 become what the caller's contract says: for a check :class:`~rehearsal_env.checks.CheckRefused`
 or :class:`~rehearsal_env.checks.CheckError`; for an agent an
 :class:`~rehearsal_env.backends.ApplicationError` it reads; a lost connection is a
@@ -18,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
+from ..checks import CheckError, CheckRefused
 from ._database import ApplicationError, DatabaseError, Row
 from ._pgguard import refusal, server_text
 from ._pgread import RESULT_BYTES, Reader, capped, connection_lost, refused, timed_out, uncapped
@@ -32,11 +31,10 @@ def first_line(exc: BaseException) -> str:
 
 def check_text(sql: str, keys: frozenset[str]) -> str:
     """A check's PostgreSQL text, or :class:`CheckRefused` saying why it may not run."""
-    validate_check_sql(sql)
     try:
         text = translate(sql, keys).text
     except SqlNotAllowed as exc:
-        raise CheckRefused(f"the check is not allowed: {exc}") from exc
+        raise CheckRefused(f"the check is refused: {exc}") from exc
     why = refusal(server_text(text))
     if why is not None:
         raise CheckRefused(f"the check is refused: {why}: {sql!r}")
@@ -61,15 +59,13 @@ def run_check(reader: Reader, text: str, params: Sequence[Any], *, timeout_ms: i
 
 def agent_text(sql: str, keys: frozenset[str], tables: frozenset[str]) -> str:
     """An agent's PostgreSQL text (no trailing ``;``), or :class:`ApplicationError` saying why not."""
-    why = agent_sql_refusal(sql, "postgres", tables)
     body = ""
-    if why is None:
-        try:
-            body = translate(sql, keys).text.strip().rstrip(";")
-        except SqlNotAllowed as exc:
-            why = str(exc)
-        else:
-            why = refusal(server_text(body), tables)
+    try:
+        body = translate(sql, keys).text.strip().rstrip(";")
+    except SqlNotAllowed as exc:
+        why: str | None = str(exc)
+    else:
+        why = refusal(server_text(body), tables)
     if why is not None:
         raise ApplicationError(f"the query is refused: {why}. Only one read-only SELECT statement on the "
                                "world's tables runs")

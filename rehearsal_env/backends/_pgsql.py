@@ -118,7 +118,7 @@ def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
     try:
         tokens = list(_TOKENIZER.tokenize(sql))
     except SqlglotError as exc:
-        raise SqlNotAllowed(f"the SQL cannot be read ({exc}): {sql!r}") from exc
+        raise SqlNotAllowed(f"it cannot be read as SQL ({exc}): {sql!r}") from exc
     out: list[str] = []
     casts, dropped = _sqlite_casts(tokens)
     end = -1
@@ -144,7 +144,7 @@ def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
     text = "".join(out)
     why = clock_refusal(server_text(text))
     if why is not None:
-        raise SqlNotAllowed(f"the SQL {why}: {sql!r}")
+        raise SqlNotAllowed(f"{why}: {sql!r}")
     kinds = [t.token_type for t in tokens]
     moves_ids = TokenType.DELETE in kinds
     if kinds[:2] == [TokenType.INSERT, TokenType.INTO]:

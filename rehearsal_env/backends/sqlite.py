@@ -133,7 +133,7 @@ class SQLiteDatabase:
         self._conn.execute("COMMIT")
 
     def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        validate_check_sql(sql)
+        validate_check_sql(sql, dialect="sqlite")
         return self._check(sql, params)
 
     def _check(self, sql: str, params: Sequence[Any] = ()) -> Any:

@@ -10,6 +10,7 @@ from ._statement import (
     SqlDialect,
     Statement,
     parse_statement,
+    screen_check_sql,
     validate_check_sql,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "Statement",
     "agent_sql_refusal",
     "parse_statement",
+    "screen_check_sql",
     "validate_check_sql",
 ]

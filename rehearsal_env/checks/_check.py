@@ -3,9 +3,10 @@
 A check is the only thing that decides an outcome. Its query must be a single
 ``SELECT`` (or ``WITH … SELECT``) statement returning exactly one value; values
 are bound as parameters (``?`` placeholders), never pasted into the text.
-:func:`~rehearsal_env.checks.validate_check_sql` (a real SQL parser, both dialects)
-refuses anything else when the check is made, and every backend additionally runs
-checks read-only, as a reader that may only SELECT the world's tables.
+:func:`~rehearsal_env.checks.screen_check_sql` (sqlglot's tokens, both dialects)
+refuses what it can see when the check is made; before the check reaches a database
+the backend parses it (:func:`~rehearsal_env.checks.validate_check_sql`, or PostgreSQL's
+own parser) and runs it read-only, as a reader that may only SELECT the world's tables.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import CheckRefused
-from ._statement import validate_check_sql
+from ._statement import screen_check_sql
 
 Op = Literal["eq", "ne", "gt", "ge", "lt", "le"]
 
@@ -52,10 +53,9 @@ class Check:
             raise CheckRefused(
                 f"check {self.name!r}: op must be one of {sorted(OPS)}, got {self.op!r}"
             )
-        statement = validate_check_sql(self.sql, name=self.name)
+        holes = screen_check_sql(self.sql, name=self.name)
         if not isinstance(self.params, tuple):
             object.__setattr__(self, "params", tuple(self.params))
-        holes = statement.placeholders
         if holes != len(self.params):
             raise CheckRefused(
                 f"check {self.name!r}: the query has {holes} '?' placeholder(s) but "

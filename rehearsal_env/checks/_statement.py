@@ -26,6 +26,7 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from ._errors import CheckRefused
 
@@ -180,20 +181,88 @@ def parse_statement(sql: str, dialect: SqlDialect) -> Statement:
     )
 
 
-def validate_check_sql(sql: str, *, name: str = "<check>") -> Statement:
-    """Refuse anything that is not a single read-only SELECT without the server clock, in both dialects.
+def validate_check_sql(sql: str, *, name: str = "<check>", dialect: SqlDialect | None = None) -> Statement:
+    """Refuse anything that is not a single read-only SELECT without the server clock.
+
+    Args:
+        sql: The statement.
+        name: The check's name, for the message.
+        dialect: Parse in this dialect only (a backend, just before it runs the statement);
+            None: in both, and both must accept it (a portable check).
 
     Returns:
-        The statement as read by SQLite's dialect.
+        The statement as read by ``dialect`` (by SQLite's when None).
 
     Raises:
         CheckRefused: naming the check, what arrived and what is accepted.
     """
-    lite = parse_statement(sql, "sqlite")
-    for statement in (lite, parse_statement(sql, "postgres")):
+    first = parse_statement(sql, dialect or "sqlite")
+    for statement in (first,) if dialect else (first, parse_statement(sql, "postgres")):
         if statement.refusal is not None:
             raise CheckRefused(f"check {name!r} is refused: {statement.refusal}: {_excerpt(sql)}")
-    return lite
+    return first
+
+
+_TOKENIZERS = {d: sqlglot.Dialect.get_or_raise(d) for d in ("sqlite", "postgres")}
+_WRITE_TOKENS = frozenset(getattr(TokenType, n) for n in (
+    "INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE", "PRAGMA", "ATTACH", "DETACH",
+    "GRANT", "REVOKE", "COPY", "SET", "INTO", "COMMIT", "ROLLBACK", "BEGIN", "EXECUTE", "COMMAND", "ANALYZE",
+    "LOCK") if hasattr(TokenType, n))
+_CLOCK_TOKENS = frozenset(getattr(TokenType, n) for n in (
+    "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_DATETIME", "LOCALTIME", "LOCALTIMESTAMP")
+    if hasattr(TokenType, n))
+_STRINGS = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.BYTE_STRING, TokenType.RAW_STRING,
+                      TokenType.HEREDOC_STRING, TokenType.UNICODE_STRING})
+
+
+def _screen_refusal(sql: str, dialect: SqlDialect) -> tuple[str | None, int]:
+    """(why ``sql`` is refused, placeholders), from sqlglot's tokens of ``dialect`` alone."""
+    try:
+        tokens = [t for t in _TOKENIZERS[dialect].tokenize(sql)]
+    except SqlglotError as exc:
+        first = str(exc).strip().split("\n", 1)[0]
+        return f"it could not be read as {dialect} SQL ({first}); write one plain SELECT statement", 0
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    if not tokens:
+        return "the query is empty; write one SELECT statement", 0
+    holes = sum(1 for t in tokens if t.token_type == TokenType.PLACEHOLDER)
+    if any(t.token_type == TokenType.SEMICOLON for t in tokens):
+        return "it holds more than one statement (a ';' before the end); one statement is accepted", holes
+    start = next((t for t in tokens if t.token_type != TokenType.L_PAREN), tokens[0])
+    if start.token_type not in (TokenType.SELECT, TokenType.WITH):
+        return (f"it starts with {start.text.upper()!r}; only a read-only SELECT (or WITH ... SELECT) statement "
+                "is accepted"), holes
+    for i, token in enumerate(tokens):
+        kind, text = token.token_type, token.text.lower()
+        called = i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.L_PAREN
+        if kind in _WRITE_TOKENS:
+            return (f"it uses {token.text.upper()!r}, which can change data or session state; only reading is "
+                    "accepted"), holes
+        if kind in _CLOCK_TOKENS or (called and text in CLOCK_FUNCTIONS) or (
+                kind in _STRINGS and text.strip() in CLOCK_WORDS):
+            return (f"it reads the database server's clock ({token.text}); the world's clock is frozen at its "
+                    "data_anchor: pass world.now (or a date computed from it) as a parameter, or write the "
+                    "date"), holes
+    return None, holes
+
+
+@functools.lru_cache(maxsize=16384)
+def screen_check_sql(sql: str, *, name: str = "<check>") -> int:
+    """A quick first look at a check when it is made (tokens only, both dialects); returns its placeholders.
+
+    Refuses what tokens show (several statements, not a SELECT, a writing keyword, the clock);
+    the full parse (:func:`validate_check_sql`) runs before the check reaches a database.
+
+    Raises:
+        CheckRefused: naming the check, what arrived and what is accepted.
+    """
+    holes = 0
+    for dialect in ("sqlite", "postgres"):
+        why, holes = _screen_refusal(sql, dialect)
+        if why is not None:
+            raise CheckRefused(f"check {name!r} is refused: {why}: {_excerpt(sql)}")
+    return holes
 
 
 def _excerpt(sql: str, limit: int = 300) -> str:
