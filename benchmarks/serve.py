@@ -18,8 +18,10 @@ For each N, in this order:
   every 50 ms (peak).
 * **http, one session**: the same with N = 1: the bare round trip, no queueing.
 
-Printed per N: p50/p99 step latency, episodes/s, peak RSS, RSS per session ((peak - idle) / N), and
-the ratios http / in-process. Both sides share this machine's cores (the HTTP client is Python too).
+Printed per N: p50/p99 step latency, episodes/s, peak RSS, RSS per session ((peak - idle) / N), CPU
+per step of the process holding the sessions (and of the HTTP client), and the ratios http /
+in-process. Both sides share this machine's cores (the HTTP client is Python too), so on a small
+machine the client's CPU is part of what the HTTP figures pay.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class Figures:
     idle_rss_mb: float
     peak_rss_mb: float
     verified: int
+    cpu_ms_per_step: float
+    """CPU of the process that holds the sessions (the server's, or the in-process env's) per step."""
+    client_cpu_ms_per_step: float = 0.0
+    """CPU of the HTTP client (this process) per step; 0 in-process."""
 
     @property
     def episodes_per_s(self) -> float:
@@ -66,6 +72,12 @@ class Figures:
     @property
     def rss_per_session_mb(self) -> float:
         return (self.peak_rss_mb - self.idle_rss_mb) / self.sessions
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -100,6 +112,7 @@ def in_process(world: str, sessions: int, episodes: int) -> dict[str, Any]:
         agents[i] = make_agent("reference", env.scenario)
         state.append(env.reset(seed=0))
     peak = rss_mb(os.getpid())
+    cpu0 = time.process_time()
     left = [episodes] * sessions
     latencies: list[float] = []
     done = verified = 0
@@ -122,8 +135,9 @@ def in_process(world: str, sessions: int, episodes: int) -> dict[str, Any]:
                     state[i] = env.reset(seed=0)
         peak = max(peak, rss_mb(os.getpid()))
     wall = time.perf_counter() - started
+    cpu = (time.process_time() - cpu0) * 1000 / len(latencies)
     return asdict(Figures("in-process", sessions, done, len(latencies), wall, percentile(latencies, 0.5),
-                          percentile(latencies, 0.99), idle, peak, verified))
+                          percentile(latencies, 0.99), idle, peak, verified, cpu))
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------
@@ -164,66 +178,76 @@ class Server:
         self.proc.wait(60)
 
 
-async def drive(url: str, world: str, sessions: int, episodes: int) -> tuple[list[float], int, int, float]:
+async def drive(url: str, world: str, sessions: int, episodes: int,
+                server_pid: int) -> tuple[list[float], int, int, float, float, float]:
+    """N sessions, each its own client and connection (httpx's pool scans its connections per request,
+    so one pool of N connections would measure the client), started before the first step."""
     ids = scenarios(world)
     world_obj = rehearsal_env.load_world(world)
     latencies: list[float] = []
     counts = {"episodes": 0, "verified": 0}
-    limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
-    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as http:
-        async def send(path: str, body: dict[str, Any]) -> httpx.Response:
-            for attempt in range(5):  # a lost response is sent again: step_index / request_id make it safe
-                try:
-                    r = await http.post(path, json=body)
-                    r.raise_for_status()
-                    return r
-                except httpx.TransportError:
-                    if attempt == 4:
-                        raise
-                    await asyncio.sleep(0.1)
-            raise AssertionError("unreachable")
+    clients = [httpx.AsyncClient(base_url=url, timeout=600) for _ in range(sessions)]
 
-        async def start(i: int) -> dict[str, Any]:
-            body = {"world": world, "scenario": ids[i % len(ids)], "seed": 0, "request_id": uuid.uuid4().hex,
-                    "agent": {"name": "reference", "version": "bench"}}
-            return dict((await send("/v1/episodes", body)).json())
+    async def send(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> httpx.Response:
+        for attempt in range(5):  # a lost response is sent again: step_index / request_id make it safe
+            try:
+                r = await http.post(path, json=body)
+                r.raise_for_status()
+                return r
+            except httpx.TransportError:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.1)
+        raise AssertionError("unreachable")
 
+    async def start(i: int) -> dict[str, Any]:
+        body = {"world": world, "scenario": ids[i % len(ids)], "seed": 0, "request_id": uuid.uuid4().hex,
+                "agent": {"name": "reference", "version": "bench"}}
+        return dict((await send(clients[i], "/v1/episodes", body)).json())
+
+    async def play(i: int, started: dict[str, Any]) -> None:
+        for k in range(episodes):
+            if k:
+                started = await start(i)
+            agent = make_agent("reference", world_obj.scenario(started["scenario"]))
+            observation, info = started["observation"], {"tools": started["tools"]}
+            index = 0
+            while True:
+                body = {"action": agent(observation, info), "step_index": index}
+                t0 = time.perf_counter()
+                r = await send(clients[i], f"/v1/episodes/{started['episode_id']}/step", body)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                result = r.json()
+                observation, index = result["observation"], result["step_index"]
+                if result["terminated"] or result["truncated"]:
+                    counts["episodes"] += 1
+                    counts["verified"] += result["verdict"]["outcome"] == "verified"
+                    break
+
+    try:
         opened = await asyncio.gather(*(start(i) for i in range(sessions)))  # N sessions held at once
-        began = time.perf_counter()
-
-        async def play(i: int, started: dict[str, Any]) -> None:
-            for k in range(episodes):
-                if k:
-                    started = await start(i)
-                agent = make_agent("reference", world_obj.scenario(started["scenario"]))
-                observation, info = started["observation"], {"tools": started["tools"]}
-                index = 0
-                while True:
-                    body = {"action": agent(observation, info), "step_index": index}
-                    t0 = time.perf_counter()
-                    r = await send(f"/v1/episodes/{started['episode_id']}/step", body)
-                    latencies.append((time.perf_counter() - t0) * 1000)
-                    result = r.json()
-                    observation, index = result["observation"], result["step_index"]
-                    if result["terminated"] or result["truncated"]:
-                        counts["episodes"] += 1
-                        counts["verified"] += result["verdict"]["outcome"] == "verified"
-                        break
-
+        began, server0, client0 = time.perf_counter(), cpu_s(server_pid), time.process_time()
         await asyncio.gather(*(play(i, s) for i, s in enumerate(opened)))
         wall = time.perf_counter() - began
-    return latencies, counts["episodes"], counts["verified"], wall
+        server_cpu, client_cpu = cpu_s(server_pid) - server0, time.process_time() - client0
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients))
+    steps = max(1, len(latencies))
+    return (latencies, counts["episodes"], counts["verified"], wall, server_cpu * 1000 / steps,
+            client_cpu * 1000 / steps)
 
 
 def over_http(world: str, sessions: int, episodes: int) -> Figures:
     with tempfile.TemporaryDirectory(prefix="rehearsal-bench-serve-") as out:
         server = Server(world, sessions, Path(out))
         try:
-            latencies, done, verified, wall = asyncio.run(drive(server.url, world, sessions, episodes))
+            latencies, done, verified, wall, cpu, client_cpu = asyncio.run(
+                drive(server.url, world, sessions, episodes, server.proc.pid))
         finally:
             server.stop()
         return Figures("http" if sessions > 1 else "http, one session", sessions, done, len(latencies), wall,
-                       percentile(latencies, 0.5), percentile(latencies, 0.99), server.idle, server.peak, verified)
+                       percentile(latencies, 0.5), percentile(latencies, 0.99), server.idle, server.peak, verified,
+                       cpu, client_cpu)
 
 
 def child(world: str, sessions: int, episodes: int) -> Figures:
@@ -234,7 +258,8 @@ def child(world: str, sessions: int, episodes: int) -> Figures:
 
 def show(f: Figures) -> str:
     return (f"{f.mode:<18}{f.sessions:>6}{f.episodes:>7}{f.steps:>7}{f.p50_ms:>9.2f}{f.p99_ms:>9.2f}"
-            f"{f.episodes_per_s:>9.1f}{f.peak_rss_mb:>9.0f}{f.rss_per_session_mb:>9.2f}")
+            f"{f.episodes_per_s:>9.1f}{f.peak_rss_mb:>9.0f}{f.rss_per_session_mb:>9.2f}{f.cpu_ms_per_step:>9.2f}"
+            f"{f.client_cpu_ms_per_step:>9.2f}")
 
 
 def main() -> None:
@@ -252,7 +277,7 @@ def main() -> None:
         return
     print(f"{os.cpu_count()} CPUs; world {args.world}; reference episodes; {args.episodes} per session")
     print(f"{'mode':<18}{'N':>6}{'eps':>7}{'steps':>7}{'p50 ms':>9}{'p99 ms':>9}{'eps/s':>9}{'RSS MB':>9}"
-          f"{'MB/sess':>9}")
+          f"{'MB/sess':>9}{'cpu ms':>9}{'cli cpu':>9}")
     single = over_http(args.world, 1, args.episodes * 4)
     print(show(single), flush=True)
     results: list[dict[str, Any]] = [asdict(single)]
@@ -265,6 +290,7 @@ def main() -> None:
               f"(+{remote.p50_ms - local.p50_ms:.2f} ms)"
               f"  episodes/s {remote.episodes_per_s / local.episodes_per_s:.2f}x"
               f"  RSS/session {remote.rss_per_session_mb / local.rss_per_session_mb:.2f}x"
+              f"  CPU/step {remote.cpu_ms_per_step / local.cpu_ms_per_step:.1f}x"
               f"  per-step cost at saturation {1000 * remote.wall_s / remote.steps:.2f} ms vs "
               f"{1000 * local.wall_s / local.steps:.2f} ms", flush=True)
         results += [asdict(local), asdict(remote)]
