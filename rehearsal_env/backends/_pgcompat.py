@@ -18,7 +18,8 @@ does ``ILIKE`` under the C locale), decimal literals as double precision (SQLite
 and ``AS INTEGER`` as bigint (64 bits, as SQLite). :class:`NumericLoader` reads any
 remaining numeric as int when integral text, else float.
 
-:func:`sqlite_column_names` names result columns of agents' queries as SQLite does.
+:func:`sqlite_column_names` names result columns of agents' queries as SQLite does (from
+sqlglot's tokens of the statement).
 
 ``to_real`` and ``to_integer`` are SQLite's ``CAST(... AS REAL)`` and ``CAST(... AS INTEGER)``
 (the longest numeric prefix of a text, +-Infinity or the largest integer beyond the type,
@@ -33,7 +34,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import sqlglot
 from psycopg.adapt import Loader
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Token, TokenType
 
 SCHEMA = "rehearsal_sql"
 SEARCH_PATH = f"public, {SCHEMA}, pg_catalog"
@@ -145,57 +149,54 @@ class BoolLoader(Loader):
         return 1 if bytes(data) == b"t" else 0
 
 
-_TOKEN = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|[(),]|[^\s(),'"]+|\s+""", re.DOTALL)
-_LIST_END = {"from", "where", "group", "having", "order", "limit", "union", "except", "intersect", "window"}
-_IDENT = r'(?:[A-Za-z_]\w*|"(?:[^"]|"")*")'
-_COLUMN_REF = re.compile(rf"^(?:{_IDENT}\.)?{_IDENT}$")
-_EXPLICIT_ALIAS = re.compile(rf"\bAS\s+({_IDENT})\s*$", re.IGNORECASE)
-_LAST_IDENT = re.compile(rf"({_IDENT})\s*$")
-_OPERATOR_WORDS = {"and", "or", "not", "is", "like", "ilike", "glob", "in", "between", "then", "else", "when",
-                   "case", "distinct", "escape", "collate", "as", "end", "null", "true", "false"}
+_TOKENIZER = sqlglot.Dialect.get_or_raise("postgres")
+_LIST_END = {TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING, TokenType.ORDER_BY,
+             TokenType.LIMIT, TokenType.UNION, TokenType.EXCEPT, TokenType.INTERSECT, TokenType.WINDOW,
+             TokenType.SEMICOLON}
+_NAME = {TokenType.VAR, TokenType.IDENTIFIER}
+_VALUE_END = _NAME | {TokenType.R_PAREN, TokenType.NUMBER, TokenType.STRING, TokenType.END}
 
 
-def _unquote(name: str) -> str:
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name
-
-
-def _alias(item: str) -> str | None:
+def _alias(item: list[Token]) -> str | None:
     """The alias of a select item, as written (SQLite keeps its case), or None."""
-    explicit = _EXPLICIT_ALIAS.search(item)
-    if explicit:
-        return _unquote(explicit.group(1))
-    last = _LAST_IDENT.search(item)
-    before = item[: last.start()].rstrip() if last else ""
-    if not last or not before or last.group(1).lower() in _OPERATOR_WORDS or before[-1] in "+-*/%|<>=!~&^.(,":
-        return None
-    previous = re.search(r"(\w+)$", before)
-    if previous and previous.group(1).lower() in _OPERATOR_WORDS:
-        return None
-    return _unquote(last.group(1))
+    if len(item) >= 2 and item[-2].token_type == TokenType.ALIAS:
+        return item[-1].text  # a quoted name's token holds it unquoted
+    if len(item) >= 2 and item[-1].token_type in _NAME and item[-2].token_type in _VALUE_END:
+        return item[-1].text
+    return None
 
 
-def _select_items(sql: str) -> list[str] | None:
-    """The top-level result expressions of a SELECT, as written; None when not found."""
-    depth, items, current, inside = 0, [], "", False
-    for token in _TOKEN.findall(sql):
-        word = token.lower()
-        if token == "(":
-            depth += 1
-        elif token == ")":
-            depth -= 1
-        if depth == 0 and not inside and word == "select":
+def _column_ref(item: list[Token]) -> bool:
+    """``name`` or ``table.name``: PostgreSQL and SQLite both name such a column by its name."""
+    kinds = [t.token_type for t in item]
+    return kinds in ([TokenType.VAR], [TokenType.IDENTIFIER]) or (
+        len(kinds) == 3 and kinds[0] in _NAME and kinds[1] == TokenType.DOT and kinds[2] in _NAME)
+
+
+def _select_items(sql: str) -> list[list[Token]] | None:
+    """The top-level result expressions of a SELECT (sqlglot's tokens); None when not found."""
+    try:
+        tokens = _TOKENIZER.tokenize(sql)
+    except SqlglotError:
+        return None
+    depth, inside = 0, False
+    items: list[list[Token]] = [[]]
+    current: list[Token] = items[0]
+    for token in tokens:
+        kind = token.token_type
+        depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+        if depth == 0 and not inside and kind == TokenType.SELECT:
             inside = True
             continue
         if not inside:
             continue
-        if depth == 0 and (word in _LIST_END or token == ";"):
+        if depth == 0 and kind in _LIST_END:
             break
-        if depth == 0 and token == ",":
-            items.append(current.strip())
-            current = ""
-        elif not (current.strip() == "" and word in ("distinct", "all")):
-            current += token
-    items.append(current.strip())
+        if depth == 0 and kind == TokenType.COMMA:
+            current = []
+            items.append(current)
+        elif not (not current and kind in (TokenType.DISTINCT, TokenType.ALL)):
+            current.append(token)
     return items if inside and all(items) else None
 
 
@@ -207,12 +208,13 @@ def sqlite_column_names(sql: str, columns: tuple[str, ...]) -> tuple[str, ...]:
     Left as they are when the select list cannot be matched (``*``, several statements).
     """
     items = _select_items(sql)
-    if items is None or len(items) != len(columns) or any(i.endswith("*") for i in items):
+    if items is None or len(items) != len(columns) or any(i[-1].token_type == TokenType.STAR for i in items):
         return columns
     named = []
     for item, column in zip(items, columns, strict=True):
         alias = _alias(item)
-        named.append(alias if alias is not None else column if _COLUMN_REF.match(item) else item)
+        text = sql[item[0].start:item[-1].end + 1]
+        named.append(alias if alias is not None else column if _column_ref(item) else text)
     return tuple(named)
 
 
