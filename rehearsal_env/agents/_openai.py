@@ -56,6 +56,9 @@ and tool schema through the SDK's typed-parameter transform first (about 15 ms a
 the whole cost of a call against a fast local server), which changes nothing in a plain-JSON body."""
 MAX_RAW = 2000
 """Characters of a malformed reply kept in the rejected action."""
+INVALID_REPLY = "invalid_reply"
+"""The name of the call that stands for a reply with no usable call (cut off, empty) in the chat history and
+in its rejected action; its ``args`` are text, so the env rejects it whatever tools the world has."""
 NOT_RUN = {"status": "not_run", "error": "the episode ended before this call ran"}
 
 
@@ -195,7 +198,7 @@ class Conversation:
         text = message.content or ""
         calls = list(message.tool_calls or [])
         cut_off = choice.finish_reason == "length"
-        entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+        entry: dict[str, Any] = {"role": "assistant", "content": text}  # a string: llama.cpp refuses null
         ids = []
         if calls:
             entry["tool_calls"] = []
@@ -219,9 +222,9 @@ class Conversation:
         return self._send(self._queue.pop(0))
 
     def _no_choice(self, tokens: int | None) -> str:
-        self.messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_empty", "type": "function", "function": {"name": "", "arguments": ""}}]})
-        return self._send(_Pending(action_text("", "", tokens), "call_empty",
+        self.messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_empty", "type": "function", "function": {"name": INVALID_REPLY, "arguments": ""}}]})
+        return self._send(_Pending(action_text(INVALID_REPLY, "", tokens), "call_empty",
                                    problem="the reply had no choices; reply with one tool call"))
 
     def _call(self, call: dict[str, Any], call_id: str, tokens: int | None) -> _Pending:
@@ -239,9 +242,9 @@ class Conversation:
         problem = ("your reply was cut off at max_tokens (finish_reason 'length'), so nothing in it was run; "
                    "reply with one short, complete tool call")
         if not ids:
-            entry["content"] = None
+            entry["content"] = ""
             entry["tool_calls"] = [{"id": f"call_{len(self.messages)}_cut", "type": "function",
-                                    "function": {"name": "", "arguments": text[:MAX_RAW]}}]
+                                    "function": {"name": INVALID_REPLY, "arguments": text[:MAX_RAW]}}]
             ids = [entry["tool_calls"][0]["id"]]
         first = entry["tool_calls"][0]["function"]
         pending = [_Pending(action_text(first["name"], first["arguments"][:MAX_RAW], tokens), ids[0], problem=problem)]
@@ -252,8 +255,9 @@ class Conversation:
 
     def _empty(self, entry: dict[str, Any], tokens: int | None) -> list[_Pending]:
         call_id = f"call_{len(self.messages)}_empty"
-        entry["tool_calls"] = [{"id": call_id, "type": "function", "function": {"name": "", "arguments": ""}}]
-        return [_Pending(action_text("", "", tokens), call_id,
+        entry["tool_calls"] = [{"id": call_id, "type": "function",
+                                "function": {"name": INVALID_REPLY, "arguments": ""}}]
+        return [_Pending(action_text(INVALID_REPLY, "", tokens), call_id,
                          problem="the reply had neither text nor a tool call; reply with one tool call")]
 
     def give_up(self, reason: str) -> str:
