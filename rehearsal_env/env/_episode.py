@@ -31,6 +31,7 @@ Observation: ``{"turn", "turns_left", "messages", "tool_result"}`` where
 
 from __future__ import annotations
 
+import difflib
 import json
 import time
 from dataclasses import dataclass
@@ -43,7 +44,6 @@ from ..services import duplicate_effects
 from ..tools import ENDING_TOOLS, ToolInputError
 from ..verdict import Ending, NotScoredCause, NotScoredError, Outcome, Verdict, judge
 from ..worlds import World
-from ..worlds._world import _unknown
 from ._action import Rejected, action_text, parse_action, record_text
 from ._customer import Customer, ScriptedCustomer
 from ._dispatch import Dispatcher
@@ -192,7 +192,9 @@ class Episode:
             if name in self._all_tools:
                 raise Rejected(f"tool {shown!r} is not available to role {self.scenario.role!r}; "
                                f"your tools: {', '.join(sorted(self.tools))}")
-            raise Rejected(_unknown("tool", shown, self.tools, "this scenario"))
+            close = difflib.get_close_matches(name, list(self.tools), n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise Rejected(f"this scenario has no tool {shown!r}.{hint} Your tools: {', '.join(sorted(self.tools))}")
         try:
             args = self.tools[name].validate(parsed.args)
         except ToolInputError as exc:
