@@ -117,6 +117,10 @@ def test_the_reader_logs_in_unprivileged_and_only_to_its_own_database(pg: Postgr
     assert settings["default_transaction_read_only"] == "on"
     assert int(settings["statement_timeout"]) > 0 and settings["idle_in_transaction_session_timeout"]
     assert groups == [("rehearsal_checker", False)]
+    live = pg._reader.rows("SELECT current_setting('default_transaction_read_only'), "
+                           "current_setting('idle_in_transaction_session_timeout'), current_setting('work_mem')",
+                           (), timeout_ms=1000)[1]
+    assert live == [("on", "10s", "4MB")]  # the session keeps its role's settings
     other = open_database(SPEC, "postgres", dsn=postgres_dsn)
     try:
         password = pg._reader._dsn.split("password=")[1].split()[0]

@@ -48,7 +48,7 @@ def capped(body: str, max_rows: int, max_bytes: int) -> str:
     """An agent's statement (already checked) wrapped to return at most ``max_rows`` rows and ``max_bytes``."""
     return (
         "WITH rehearsal_rows AS MATERIALIZED (SELECT agent_query.*, row_number() OVER () AS rehearsal_n_, "
-        f"octet_length(agent_query::text) AS rehearsal_size_ FROM (SELECT * FROM ({body}) AS agent_query "
+        f"octet_length(agent_query::text) AS rehearsal_size_ FROM (SELECT * FROM (\n{body}\n) AS agent_query "
         f"LIMIT {int(max_rows)}) AS agent_query) "
         "SELECT k.*, t.rehearsal_total_ FROM (SELECT count(*) AS rehearsal_total_ FROM rehearsal_rows) AS t "
         "LEFT JOIN (SELECT r.*, sum(r.rehearsal_size_) OVER (ORDER BY r.rehearsal_n_) AS rehearsal_cum_ "
@@ -71,7 +71,7 @@ class Reader:
 
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
-        self._conn = connect(dsn, application_name="rehearsal-env reader")
+        self._conn = connect(dsn, application_name="rehearsal-env reader", reader=True)
 
     def rows(self, text: str, params: Sequence[Any], *, timeout_ms: int) -> tuple[tuple[str, ...], list[Row]]:
         """Column names and rows of ``text`` run read-only under ``timeout_ms``.
@@ -80,7 +80,7 @@ class Reader:
             psycopg.Error: the statement failed; the connection is back to idle.
         """
         if self._conn.closed or self._conn.broken:
-            self._conn = connect(self._dsn, application_name="rehearsal-env reader")
+            self._conn = connect(self._dsn, application_name="rehearsal-env reader", reader=True)
         conn = self._conn
         try:
             with conn.pipeline():

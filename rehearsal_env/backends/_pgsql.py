@@ -158,15 +158,19 @@ def translate(sql: str, keys: frozenset[str] = frozenset()) -> Translated:
     return Translated(text, moves_ids, inserts, writes)
 
 
-def connect(dsn: str, *, application_name: str = "rehearsal-env") -> psycopg.Connection[tuple[Any, ...]]:
-    """An autocommit connection with SQLite-like value types and sandbox session settings."""
+def connect(dsn: str, *, application_name: str = "rehearsal-env",
+            reader: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
+    """An autocommit connection with SQLite-like value types and sandbox session settings.
+
+    ``reader``: the env's reader (:mod:`._pgsandbox`), which keeps its role's timeouts.
+    """
     conn = psycopg.connect(dsn, autocommit=True, application_name=application_name)
     conn.adapters.register_loader("numeric", NumericLoader)
     conn.adapters.register_loader("bool", BoolLoader)
-    conn.execute(
-        f"SET synchronous_commit = off; SET TimeZone = 'UTC'; SET search_path = {SEARCH_PATH}; "
-        "SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '10min'"
-    )
+    settings = f"SET TimeZone = 'UTC'; SET search_path = {SEARCH_PATH}; SET lock_timeout = '10s'"
+    if not reader:
+        settings += "; SET synchronous_commit = off; SET idle_in_transaction_session_timeout = '10min'"
+    conn.execute(settings)
     return conn
 
 
