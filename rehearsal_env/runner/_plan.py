@@ -106,7 +106,7 @@ def plan(config: RunConfig, world: World) -> list[EpisodeSpec]:
     for wanted in config.scenarios:
         if wanted not in known:
             close = difflib.get_close_matches(wanted, sorted(known), n=3)
-            raise ValueError(f"world {world.name!r} has no scenario {wanted!r}"
+            raise ValueError(f"no scenarios of world {world.name!r} match {wanted!r}: the world has no such scenario"
                              f"{'; did you mean ' + ', '.join(map(repr, close)) + '?' if close else ''} "
                              f"(see `rehearsal world show {world.name}`)")
     chosen = [s for s in world.scenarios(config.split)  # type: ignore[arg-type]
