@@ -67,7 +67,7 @@ ESCAPES = [
 
 @pytest.fixture
 def pg(postgres_dsn: str) -> Iterator[PostgresDatabase]:
-    db = open_database(SPEC, "postgres", dsn=postgres_dsn)
+    db = open_database(SPEC, "postgres", dsn=postgres_dsn, check_timeout_ms=300)
     assert isinstance(db, PostgresDatabase)
     yield db
     db.close()
