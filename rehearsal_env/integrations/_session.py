@@ -92,14 +92,19 @@ class Session:
         """The episode's verdict (None while it runs)."""
         return self.env.episode.verdict if self.env is not None else None
 
-    def call(self, tool: str, args: Mapping[str, Any] | Any) -> str:
+    def call(self, tool: str, args: Mapping[str, Any] | Any, tokens: int | None = None) -> str:
         """One env step calling ``tool`` with ``args``: the observation text (JSON, ASCII).
 
-        After the episode ended, nothing runs and the answer is :data:`ENDED` (as JSON)."""
+        ``tokens``: the model's tokens to report with this action (``"usage"``; None: none, so the episode's
+        efficiency is unmeasured, the external-mode caveat). After the episode ended, nothing runs and the
+        answer is :data:`ENDED` (as JSON)."""
         env = self._env()
         if env.episode.ended:
             return json.dumps({"tool": tool, **ENDED}, sort_keys=True)
-        action = json.dumps({"tool": tool, "args": dict(args) if isinstance(args, Mapping) else args}, default=str)
+        body: dict[str, Any] = {"tool": tool, "args": dict(args) if isinstance(args, Mapping) else args}
+        if tokens is not None:
+            body["usage"] = {"tokens": tokens}
+        action = json.dumps(body, default=str)
         observation, _, _, _, _ = env.step(action)
         return observation
 
