@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -158,6 +159,22 @@ def test_records_of_another_version_are_refused_saying_what_to_do(tmp_path: Path
         read_table(tmp_path)
     with pytest.raises(FileNotFoundError, match="found none"):
         read_records(tmp_path / "nothing-here")
+
+
+def test_version_2_parts_still_read_with_the_newer_fields_null(tmp_path: Path) -> None:
+    run(RunConfig(world="tiny", batch_size=8), tmp_path / "now")
+    (part,) = (tmp_path / "now" / EPISODES_DIR).glob("part-*.parquet")
+    table = pq.read_table(part)
+    v2_columns = [n for n in table.column_names if n not in ("not_scored_cause", "model", "temperature", "top_p",
+                                                              "sampling_seed", "max_tokens", "model_calls",
+                                                              "model_latency_ms", "customer_model")]
+    old = table.select(v2_columns).replace_schema_metadata({VERSION_KEY: "2"})
+    old = old.set_column(old.column_names.index("record_version"), "record_version", pa.array([2] * len(old)))
+    (tmp_path / "v2" / EPISODES_DIR).mkdir(parents=True)
+    pq.write_table(old, tmp_path / "v2" / EPISODES_DIR / "part-00000.parquet")  # as release 2 wrote it
+    now, then = read_records(tmp_path / "now"), read_records(tmp_path / "v2")
+    assert [r.not_scored_cause for r in then] == [None] * 3 and [r.record_version for r in then] == [2] * 3
+    assert [dataclasses.replace(r, record_version=3) for r in then] == now
 
 
 def test_plain_pyarrow_pandas_and_duckdb_read_records_without_rehearsal_env(tmp_path: Path) -> None:
