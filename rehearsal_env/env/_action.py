@@ -28,8 +28,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-MAX_ACTION_CHARS = 1 << 20
-"""Longest action text parsed (1 Mi characters); a longer one is rejected unread."""
+MAX_ACTION_CHARS = 1 << 24
+"""Longest action text parsed (16 Mi characters: a 10 MB ``finish`` answer is still read, and recorded cut);
+a longer one is rejected unread."""
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects in an action's JSON (the action object itself is depth 1)."""
 MAX_TOKENS = 10**9

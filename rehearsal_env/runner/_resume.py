@@ -28,7 +28,17 @@ from typing import Any, NoReturn
 
 import pyarrow.parquet as pq
 
-from ..records import EPISODES_DIR, MANIFEST, damaged_parts, forget_parts, part_files, read_part, write_part
+from ..records import (
+    EPISODES_DIR,
+    MANIFEST,
+    RECORD_VERSION,
+    damaged_parts,
+    forget_parts,
+    part_files,
+    part_version,
+    read_part,
+    write_part,
+)
 from ..verdict import NotScoredCause
 from ..worlds import World
 from ._plan import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
@@ -125,7 +135,7 @@ def _prepare_resume(out: Path) -> bool:
     for path in damaged:
         path.unlink()
     forget_parts(directory, [p.name for p in damaged])
-    for path in (p for p in parts if p not in damaged):
+    for path in (p for p in parts if p not in damaged and part_version(p) == str(RECORD_VERSION)):
         causes = pq.read_table(path, columns=["not_scored_cause"]).column("not_scored_cause").to_pylist()
         if not REPLAYED_CAUSES.intersection(c for c in causes if c):
             continue
