@@ -11,8 +11,8 @@
   that no single value or step can grow without bound;
 - a deadline checked by the progress handler every :data:`PROGRESS_STEPS` virtual-machine
   steps (with values capped at ``length`` bytes, a step is short);
-- ``PRAGMA hard_heap_limit``: SQLite's heap may grow by at most ``heap_bytes`` during the
-  statement (the limit is process-wide while the statement runs, then lifted);
+- SQLite's hard heap limit (``sqlite3_hard_heap_limit64``): its heap may grow by at most
+  ``heap_bytes`` during the statement (process-wide while the statement runs, then lifted);
 - for agents, SQLite's date functions replaced by frozen ones that refuse ``'now'``
   however it was computed (``date('no' || 'w')``) and a missing time value
   (``date()`` is today): :func:`frozen_date_functions`.
@@ -119,46 +119,57 @@ def agent_authorizer(tables: Collection[str], hidden: Collection[str] = ()) -> C
 
 
 # -- SQLite's heap ------------------------------------------------------------------------------------
-def _memory_used_function() -> Callable[[], int] | None:
-    """``sqlite3_memory_used`` of the library the ``sqlite3`` module runs on, when it can be reached."""
-    name = ctypes.util.find_library("sqlite3") or "libsqlite3.so.0"
-    try:
-        function = ctypes.CDLL(name).sqlite3_memory_used
-    except (OSError, AttributeError):
-        return None
-    function.restype, function.argtypes = ctypes.c_int64, []
-    probe = sqlite3.connect(":memory:")
-    try:
-        before = int(function())
-        probe.execute("CREATE TABLE probe (x)")
-        probe.execute("INSERT INTO probe VALUES (zeroblob(1 << 20))")
-        grown = int(function()) - before
-    finally:
-        probe.close()
-    # A statically linked sqlite3 module leaves another copy of the library, whose counter does not move.
-    return (lambda: int(function())) if grown >= 1 << 19 else None
+class _Heap:
+    """``sqlite3_memory_used`` and ``sqlite3_hard_heap_limit64`` of the library the ``sqlite3`` module
+    runs on (through ctypes: neither allocates, so the limit can always be lifted), when reachable."""
+
+    def __init__(self) -> None:
+        self.available = False
+        name = ctypes.util.find_library("sqlite3") or "libsqlite3.so.0"
+        try:
+            lib = ctypes.CDLL(name)
+            self._used, self._limit = lib.sqlite3_memory_used, lib.sqlite3_hard_heap_limit64
+        except (OSError, AttributeError):
+            return
+        self._used.restype, self._used.argtypes = ctypes.c_int64, []
+        self._limit.restype, self._limit.argtypes = ctypes.c_int64, [ctypes.c_int64]
+        probe = sqlite3.connect(":memory:")
+        try:
+            before = self.used()
+            probe.execute("CREATE TABLE probe (x)")
+            probe.execute("INSERT INTO probe VALUES (zeroblob(1 << 20))")
+            grown = self.used() - before
+        finally:
+            probe.close()
+        # A statically linked sqlite3 module leaves another copy of the library, whose counter does not move.
+        self.available = grown >= 1 << 19
+
+    def used(self) -> int:
+        return int(self._used())
+
+    def limit(self, n: int) -> None:
+        self._limit(n)
 
 
-_MEMORY_USED = _memory_used_function()
+_HEAP = _Heap()
 _HEAP_LOCK = threading.Lock()
 _heap_holders = 0
 
 
-def memory_used(fallback: int) -> int:
-    """Bytes SQLite has allocated in this process (``fallback`` when the counter cannot be read)."""
-    return _MEMORY_USED() if _MEMORY_USED is not None else fallback
-
-
 @contextmanager
-def heap_cap(conn: sqlite3.Connection, extra_bytes: int | None, fallback_used: int) -> Iterator[None]:
-    """``PRAGMA hard_heap_limit`` at what SQLite holds now plus ``extra_bytes``, lifted afterwards."""
+def heap_cap(extra_bytes: int | None) -> Iterator[None]:
+    """SQLite's hard heap limit at what it holds now plus ``extra_bytes``, lifted afterwards.
+
+    Process-wide while any capped statement runs; skipped where the library cannot be reached
+    (a statically linked ``sqlite3``), where the size limits alone bound a statement.
+    """
     global _heap_holders
-    if extra_bytes is None:
+    if extra_bytes is None or not _HEAP.available:
         yield
         return
     with _HEAP_LOCK:
         if _heap_holders == 0:
-            conn.execute(f"PRAGMA hard_heap_limit = {memory_used(fallback_used) + extra_bytes}")
+            _HEAP.limit(_HEAP.used() + extra_bytes)
         _heap_holders += 1
     try:
         yield
@@ -166,15 +177,15 @@ def heap_cap(conn: sqlite3.Connection, extra_bytes: int | None, fallback_used: i
         with _HEAP_LOCK:
             _heap_holders -= 1
             if _heap_holders == 0:
-                conn.execute("PRAGMA hard_heap_limit = 0")
+                _HEAP.limit(0)
 
 
 # -- limits, deadline ----------------------------------------------------------------------------------
 @contextmanager
 def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout_s: float | None,
-            limits: ReadLimits | None = None, fallback_used: int = 0) -> Iterator[None]:
+            limits: ReadLimits | None = None) -> Iterator[None]:
     """Run the block read-only, under ``authorizer``, ``limits`` and a deadline (see the module docstring)."""
-    with heap_cap(conn, limits.heap_bytes if limits else None, fallback_used):
+    with heap_cap(limits.heap_bytes if limits else None):
         conn.execute("PRAGMA query_only = ON")
         conn.set_authorizer(authorizer)
         saved: dict[int, int] = {}

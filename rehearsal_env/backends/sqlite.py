@@ -172,8 +172,7 @@ class SQLiteDatabase:
         limits = AGENT_LIMITS
         try:
             with reading(self._conn, agent_authorizer(self._table_names, (TOUCHED,)), timeout_s=timeout_s,
-                         limits=limits,
-                         fallback_used=len(self._snapshot) * 2), frozen_date_functions(self._conn):
+                         limits=limits), frozen_date_functions(self._conn):
                 cursor = self._conn.execute(sql)
                 try:
                     rows = fetch_capped(cursor, max_rows + 1, limits.result_bytes)
