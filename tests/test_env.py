@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import gymnasium
 import pytest
@@ -190,7 +191,8 @@ def test_both_scenario_id_forms_are_accepted_everywhere() -> None:
                 gymnasium.make("rehearsal/shop-v0", scenario="refund-item-0004"),
                 make("shop/refund-item-0004"), make("refund-item-0004", world="shop"),
                 RehearsalEnv("shop/refund-item-0004")):
-        ids.add(env.unwrapped.scenario.id)  # type: ignore[attr-defined]
+        inner: Any = env.unwrapped
+        ids.add(inner.scenario.id)
         env.close()
     assert ids == {"refund-item-0004"}
     with pytest.raises(ValueError, match="names world 'analytics'.*pass 'refund-item-0004'"):
