@@ -270,3 +270,12 @@ def test_an_unknown_model_stops_the_run_before_it_starts(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "does not exist" in err and "fix the profile's model name" in err
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_the_profiles_call_budget_ends_the_episode_scored(server: ModelServer, shop: World) -> None:
+    server.script("budget", *[Reply.call("get_order", order_id=3294)] * 2)
+    s = shop.scenario(SHOP)
+    agent = OpenAIAgent(AgentProfile(name="b", model="budget", max_model_calls=2), Endpoint(base_url=server.base_url))
+    result = run_episode(RehearsalEnv(s, shop), agent)
+    assert agent.stats.calls == 2 and [t.tool for t in result.episode.trace] == ["get_order", "get_order", "give_up"]
+    assert result.verdict.outcome.value == "not_achieved" and server.pending("budget") == 0

@@ -23,6 +23,7 @@ PROFILE = """\
 name = "support-bot"
 model = "scripted"
 instructions = "Check the order before any refund."
+max_model_calls = 30
 
 [sampling]
 temperature = 0.2
@@ -35,13 +36,14 @@ max_tokens = 256
 def test_parse_reads_every_field() -> None:
     p = parse_profile(PROFILE)
     assert p == AgentProfile(name="support-bot", agent="openai", model="scripted",
-                             instructions="Check the order before any refund.",
+                             instructions="Check the order before any refund.", max_model_calls=30,
                              sampling=Sampling(temperature=0.2, top_p=0.9, seed=7, max_tokens=256))
     assert parse_profile(p.to_toml()) == p  # written and read back exactly
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ('name = "x"\nmodel = "m"\ncolour = "red"\n', "unknown key"),
+    ('name = "x"\nmodel = "m"\nmax_model_calls = 0\n', "max_model_calls to be a positive integer"),
     ('name = "x"\n', "needs model"),
     ('name = "x"\nmodel = "m"\n[sampling]\ntemperature = 3\n', r"temperature in \[0, 2\]"),
     ('name = "x"\nmodel = "m"\n[sampling]\nmax_tokens = "many"\n', "max_tokens to be an integer"),

@@ -25,6 +25,8 @@ The loop (one :class:`Conversation` per episode):
   provider that never reports usage leaves ``tokens`` null and ``efficiency``
   unmeasured (the external-mode caveat), and :attr:`ModelStats.replies_without_usage`
   counts the gaps.
+- **a budget**: when the profile's ``max_model_calls`` for the episode are spent, the agent gives up
+  (its own limit, so the episode is scored).
 - **provider failures**: see :mod:`._provider` (retries, then not scored with cause
   ``provider``; 401/403/404 stop the run; other 4xx end the episode as ``give_up``).
 
@@ -310,6 +312,8 @@ class OpenAIAgent:
         action = self.conversation.next_action(observation, info)
         if action is not None:
             return action
+        if spent(self.profile, self.stats):
+            return self.conversation.give_up(spent_reason(self.profile))
         started = time.perf_counter()
         tries = 0
         while True:
@@ -347,6 +351,16 @@ def failed(endpoint: Endpoint, profile: AgentProfile, stats: ModelStats, exc: op
     return refused
 
 
+def spent(profile: AgentProfile, stats: ModelStats) -> bool:
+    """Whether the profile's ``max_model_calls`` for this episode are spent."""
+    return profile.max_model_calls is not None and stats.calls >= profile.max_model_calls
+
+
+def spent_reason(profile: AgentProfile) -> str:
+    return (f"the agent profile's max_model_calls ({profile.max_model_calls}) are spent; the agent stops "
+            "(its own limit: scored)")
+
+
 def took(conversation: Conversation, stats: ModelStats, completion: Any, started: float) -> str:
     """Count a completed call and turn its reply into the next action."""
     elapsed = (time.perf_counter() - started) * 1000
@@ -379,6 +393,8 @@ class AsyncOpenAIAgent:
         action = self.conversation.next_action(observation, info)
         if action is not None:
             return action
+        if spent(self.profile, self.stats):
+            return self.conversation.give_up(spent_reason(self.profile))
         started = time.perf_counter()
         tries = 0
         while True:

@@ -8,6 +8,7 @@ instructions and its sampling parameters. It is a small TOML file::
     agent = "openai"                 # or reference, null, wrong:<name>
     model = "gpt-4o-mini"
     instructions = "Check the order before any refund."
+    max_model_calls = 40             # optional: the agent gives up when they are spent
 
     [sampling]                       # every key optional; left out: the provider's default
     temperature = 0.0
@@ -89,6 +90,8 @@ class AgentProfile:
     """Added to the system message after the world's policies and the role."""
     sampling: Sampling = field(default_factory=Sampling)
     """Sampling parameters of every model call."""
+    max_model_calls: int | None = None
+    """Most model calls per episode; when they are spent the agent gives up (scored). None: no cap."""
     version: int | None = None
     """The registered version (1, 2, ...); None for a built-in or not yet registered profile."""
 
@@ -115,8 +118,11 @@ class AgentProfile:
         return f"{self.name}@v{self.version}" if self.version is not None else self.name
 
     def _content(self) -> dict[str, Any]:
-        return {"name": self.name, "agent": self.agent, "model": self.model, "instructions": self.instructions,
-                "sampling": self.sampling.to_dict()}
+        content: dict[str, Any] = {"name": self.name, "agent": self.agent, "model": self.model,
+                                   "instructions": self.instructions, "sampling": self.sampling.to_dict()}
+        if self.max_model_calls is not None:
+            content["max_model_calls"] = self.max_model_calls
+        return content
 
     def to_toml(self) -> str:
         """The profile as TOML text (what ``vN.toml`` holds)."""
@@ -124,6 +130,8 @@ class AgentProfile:
         if self.model is not None:
             lines.append(f"model = {json.dumps(self.model)}")
         lines.append(f"instructions = {json.dumps(self.instructions)}")
+        if self.max_model_calls is not None:
+            lines.append(f"max_model_calls = {self.max_model_calls}")
         if self.version is not None:
             lines.append(f"version = {self.version}")
         params = self.sampling.request_params()
@@ -162,7 +170,7 @@ def parse_profile(text: str, source: str = "profile") -> AgentProfile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _fail(source, f"not valid TOML ({exc})") from None
-    known = {"name", "agent", "model", "instructions", "sampling", "version"}
+    known = {"name", "agent", "model", "instructions", "sampling", "max_model_calls", "version"}
     extra = sorted(set(data) - known)
     if extra:
         raise _fail(source, f"unknown key(s) {extra}; a profile has {sorted(known - {'version'})}")
@@ -180,11 +188,14 @@ def parse_profile(text: str, source: str = "profile") -> AgentProfile:
     instructions = data.get("instructions", "")
     if not isinstance(instructions, str):
         raise _fail(source, f"expected instructions to be a string, got {type(instructions).__name__}")
+    cap = data.get("max_model_calls")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        raise _fail(source, f"expected max_model_calls to be a positive integer, got {cap!r}")
     version = data.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
         raise _fail(source, f"expected version to be a positive integer, got {version!r}")
     return AgentProfile(name=name, agent=agent, model=model, instructions=instructions,
-                        sampling=_sampling(data.get("sampling", {}), source), version=version)
+                        sampling=_sampling(data.get("sampling", {}), source), max_model_calls=cap, version=version)
 
 
 def _sampling(data: Any, source: str) -> Sampling:
