@@ -318,3 +318,21 @@ def test_freeze_time_source_has_one_value_in_every_file_of_a_run(tmp_path: Path,
                json.loads((tmp_path / "summary.json").read_text())["config"]["freeze_time_source"],
                json.loads((tmp_path / "provenance.json").read_text())["capabilities"]["freeze_time_source"]}
     assert sources == {"--freeze-time" if pinned else "world.data_anchor"}
+
+
+def test_the_summary_counts_not_scored_episodes_by_cause_and_nowhere_else() -> None:
+    from rehearsal_env.runner import SummaryRow, format_table
+
+    def row(outcome: str, cause: str | None = None) -> SummaryRow:
+        scored = outcome != "not_scored"
+        zero: dict[str, Any] = {name: 0 for name in SummaryRow._fields}
+        return SummaryRow(**{**zero, "outcome": outcome, "reward": 1.0 if scored else None,
+                             "outcome_reward": 1.0 if scored else None, "false_completion": False,
+                             "recovered": False, "not_scored_cause": cause, "tokens": None})
+
+    summary = summarize([row("verified"), row("not_scored", "database"), row("not_scored", "provider"),
+                         row("not_scored", "database")])
+    assert (summary["verified"], summary["not_scored"], summary["mean_reward"]) == (1, 3, 1.0)
+    assert summary["not_scored_by_cause"] == {"database": 2, "provider": 1}
+    table = format_table(summary)
+    assert "  database" in table and "  provider" in table
