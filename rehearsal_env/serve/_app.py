@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import json
 import os
@@ -152,11 +153,14 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
         limiter.append(anyio.CapacityLimiter(config.threads))
         for name in served:
             await off_loop(blob, name, None)
+            await off_loop(table.warm, served[name])
         if served:
             sample = RehearsalEnv(next(iter(served.values())).scenarios()[0], next(iter(served.values())))
             for kind, space in (("observation_space", sample.observation_space), ("action_space", sample.action_space)):
                 assert isinstance(space, gym_spaces.Text)
                 spaces[kind] = {"max_length": space.max_length, "charset": "".join(sorted(space.character_set))}
+        gc.freeze()  # the worlds, their seed rows and snapshots live as long as the server: keep them out of
+        # every garbage collection (with a thousand sessions a full collection otherwise walks them all)
         task = asyncio.create_task(housekeeping())
         try:
             yield

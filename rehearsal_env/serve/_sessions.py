@@ -11,6 +11,7 @@ reused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
@@ -22,10 +23,11 @@ from typing import Any
 
 from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
+from ..provenance import provenance_of
 from ..records import not_played_record, record_episode
 from ..rewards import EXTERNAL_MODE
 from ..scenarios import Scenario
-from ..verdict import Verdict
+from ..verdict import NotScoredCause, Verdict
 from ..worlds import World
 from ._keys import Scope
 from ._recorder import Recorder, RunDir
@@ -183,6 +185,11 @@ class SessionTable:
         except DatabaseError:
             pass
 
+    def warm(self, world: World) -> None:
+        """Open one database of ``world`` and keep it spare (the snapshot or template is built now, not at the
+        first episode)."""
+        self._release(world, self._acquire(world))
+
     # -- lifecycle -------------------------------------------------------------
     def create(self, who: Principal, world: World, scenario: Scenario, *, seed: int, profile: str | None,
                agent: str, agent_version: str, request_id: str | None = None) -> Session:
@@ -207,12 +214,15 @@ class SessionTable:
             try:
                 db = self._acquire(world)
             except DatabaseError as exc:
+                self._not_played(world, scenario, seed, profile, agent, agent_version, f"no database: {exc}")
                 raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
             try:
                 env = RehearsalEnv(scenario, world, database=db, stress=self.stress, profile=profile)
                 observation, _ = env.reset(seed=seed)
             except DatabaseError as exc:
-                db.close()
+                with contextlib.suppress(DatabaseError):
+                    db.close()
+                self._not_played(world, scenario, seed, profile, agent, agent_version, f"the reset failed: {exc}")
                 raise EnvironmentFailed(f"the environment failed to reset the database: {exc}") from exc
             run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
             session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
@@ -348,6 +358,17 @@ class SessionTable:
                 stress=self.stress, provenance=session.run_dir.provenance,
                 reason="the server stopped before the episode ended"))
         self._free(session)
+
+    def _not_played(self, world: World, scenario: Scenario, seed: int, profile: str | None, agent: str,
+                    agent_version: str, reason: str) -> None:
+        """Record an episode whose database could not be had: not scored, the database's failure."""
+        if self.recorder is None:
+            return
+        run_dir = self.recorder.run_dir(world.name, provenance_of(world, profile))
+        self.recorder.add(run_dir, not_played_record(
+            scenario, run_id=run_dir.run_id, agent=agent, agent_version=agent_version, repeat=0, seed=seed,
+            backend=self.backend, stress=self.stress, provenance=run_dir.provenance,
+            reason=f"the environment failed before the first turn: {reason}", cause=NotScoredCause.DATABASE))
 
     def _free(self, session: Session) -> None:
         env, db = session.env, session.db
