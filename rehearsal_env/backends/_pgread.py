@@ -2,9 +2,12 @@
 
 :class:`Reader` owns the env's second connection, logged in as the env's own reader role
 (:mod:`._pgsandbox`: SELECT on the world's tables and nothing else, read-only sessions).
-Each read is one pipeline, one round trip: ``BEGIN READ ONLY``, ``SET LOCAL
-statement_timeout``, the statement through the extended protocol (one statement only),
-``COMMIT``. The admin connection of the env never runs a check's or an agent's text.
+Each read is one statement through the extended protocol (one statement only), in its own
+transaction, read-only by the role's ``default_transaction_read_only``; the session's
+``statement_timeout`` is set in the same round trip when a read wants another one. Nothing
+that reaches the reader can change its session: texts are single SELECTs (the parsers) and
+``set_config`` is revoked. The admin connection of the env never runs a check's or an
+agent's text.
 
 An agent's rows come back within :data:`RESULT_BYTES`: the statement is wrapped so that
 the server measures each row (``octet_length(row::text)``) and sends only rows whose
@@ -72,6 +75,7 @@ class Reader:
     def __init__(self, dsn: str) -> None:
         self._dsn = dsn
         self._conn = connect(dsn, application_name="rehearsal-env reader", reader=True)
+        self._timeout_ms: int | None = None
 
     def rows(self, text: str, params: Sequence[Any], *, timeout_ms: int) -> tuple[tuple[str, ...], list[Row]]:
         """Column names and rows of ``text`` run read-only under ``timeout_ms``.
@@ -81,13 +85,15 @@ class Reader:
         """
         if self._conn.closed or self._conn.broken:
             self._conn = connect(self._dsn, application_name="rehearsal-env reader", reader=True)
+            self._timeout_ms = None
         conn = self._conn
         try:
             with conn.pipeline():
-                conn.execute("BEGIN READ ONLY", prepare=False)
-                conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}", prepare=False)
-                cur = conn.execute(text, plain(params), prepare=False)
-                conn.execute("COMMIT", prepare=False)
+                if timeout_ms != self._timeout_ms:
+                    self._timeout_ms = None
+                    conn.execute(f"SET statement_timeout = {int(timeout_ms)}", prepare=False)
+                    self._timeout_ms = timeout_ms
+                cur = conn.execute(text, plain(params))
             columns = tuple(d.name for d in cur.description or ())
             return columns, [tuple(r) for r in cur.fetchall()] if cur.description is not None else []
         except psycopg.Error:
