@@ -1,4 +1,4 @@
-"""Database backends: the embedded SQLite default and PostgreSQL.
+"""Database backends: the embedded SQLite default, PostgreSQL, and the Docker sandbox (a plugin).
 
 :func:`open_database` is the only way the env gets a database; every backend
 implements :class:`Database` and is built from a :class:`DatabaseSpec` (tables and

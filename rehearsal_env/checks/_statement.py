@@ -9,11 +9,11 @@ time value, ... in any spelling the parser sees), its placeholders, the function
 it calls and the tables it reads. A text the parser cannot read is refused with
 the parser's message: a statement that is not understood is not run.
 
-:func:`validate_check_sql` accepts a check only when both dialects agree that it is a
-single read-only SELECT without the clock: a check is portable, and the two dialects
-read some texts differently (``E'\\''`` is a complete literal on PostgreSQL only).
-Decisions are cached by text (:func:`functools.lru_cache`), so the hot path parses a
-statement once per process.
+:func:`screen_check_sql` looks at a check when it is made, from sqlglot's tokens in both
+dialects (a check is portable, and the dialects read some texts differently: ``E'\\''``
+is a complete literal on PostgreSQL only); :func:`validate_check_sql` parses it in full,
+in the backend's dialect just before it runs (or in both). Decisions are cached by text
+(:func:`functools.lru_cache`), so the hot path parses a statement once per process.
 """
 
 from __future__ import annotations
