@@ -91,7 +91,8 @@ def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000
     else:
         uv = uvicorn.Config("rehearsal_env.serve:app_from_environment", factory=True, host=host, port=port,
                             workers=workers, log_level=log_level, timeout_graceful_shutdown=10,
-                            timeout_keep_alive=int(keep_alive))
+                            timeout_keep_alive=int(keep_alive), timeout_worker_healthcheck=120)
+        # a worker loads the worlds before it answers uvicorn's health check; 5 s is too short on a busy machine
     sock = bind(host, port)
     bound = sock.getsockname()[1]
     if on_listen is not None:
