@@ -17,6 +17,7 @@ from ..versions import (
     withdraw_by_hand,
 )
 from ..worlds import WorldFolderError, add_world_folder, application_of, load_world, world_names
+from ._models import add_live_options, attempt_live, live_agent
 
 VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else ./world_versions)"
 
@@ -44,10 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                             "replay same, facts reachable), measure reset and isolation, publish wv_<hash>.")
     build.add_argument("name")
     build.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
+    add_live_options(build)
     build.set_defaults(handler=handle_build)
     re = wsub.add_parser("recheck", help="replay a published version; withdraw scenarios found unfair")
     re.add_argument("name")
     re.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
+    add_live_options(re)
     re.set_defaults(handler=handle_recheck)
     wd = wsub.add_parser("withdraw", help="withdraw one scenario of the published version, with a reason")
     wd.add_argument("name")
@@ -124,6 +127,7 @@ def _write_page(args: argparse.Namespace) -> int:
 
 def handle_build(args: argparse.Namespace) -> int:
     world = load_world(args.name)
+    live = live_agent(args)  # checked before the build: a bad profile fails fast
     result = build_and_publish(world, args.out)
     version = result.version
     verb = "published" if result.published else "already published (identical; nothing written)"
@@ -135,17 +139,22 @@ def handle_build(args: argparse.Namespace) -> int:
     for fact in version.isolation:
         holds = "n/a" if fact.holds is None else "yes" if fact.holds else "NO"
         print(f"  {fact.name:<8} {holds:<4} {fact.detail}")
+    if live:
+        attempt_live(live, world, args.out)
     return 0
 
 
 def handle_recheck(args: argparse.Namespace) -> int:
     world = load_world(args.name)
+    live = live_agent(args)
     result = recheck(world, args.out)
     manifest = result.manifest
     print(f"world {world.name} {manifest.version.id}: rechecked {len(result.rechecked)} scenarios, "
           f"withdrew {len(result.withdrawn)} ({result.seconds:.1f}s); {summary_line(manifest)}")
     for w in result.withdrawn:
         print(f"  withdrawn {w.scenario}: {w.reason}")
+    if live:
+        attempt_live(live, world, args.out)
     return 0
 
 

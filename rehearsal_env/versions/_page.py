@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from ._live import describe_attempt, latest_by_scenario, load_attempts
 from ._manifest import CHECK_LABELS, Fact, Manifest
 
 SHORT = {"null_fails": "Null fails", "reference_passes": "Reference passes", "wrong_fail": "Wrong fail",
@@ -33,15 +34,19 @@ class Row:
     """(passed, detail) per check, in :data:`CHECK_LABELS` order."""
     status: str
     """``in use``, ``kept out`` or ``withdrawn``."""
+    live: str | None = None
+    """The latest live attempt (``--live-agent``): outcome and the facts not found; None: none recorded."""
 
 
 def page_rows(manifest: Manifest) -> list[Row]:
     withdrawn = manifest.withdrawn_ids
+    live = latest_by_scenario(load_attempts(manifest.path)) if manifest.path is not None else {}
     rows = []
     for v in manifest.version.validation:
         status = "kept out" if not v.fair else "withdrawn" if v.scenario in withdrawn else "in use"
         rows.append(Row(v.scenario, v.split, v.category,
-                        tuple((f.passed, f.detail) for f in v.findings.values()), status))
+                        tuple((f.passed, f.detail) for f in v.findings.values()), status,
+                        describe_attempt(live[v.scenario]) if v.scenario in live else None))
     return rows
 
 
@@ -62,12 +67,19 @@ def render_markdown(manifest: Manifest) -> str:
     out = [f"# World {v.world}: version `{v.id}`", "",
            f"Clock frozen at **{v.clock}** (data anchor {v.data_anchor}); validated on {v.backend}, "
            f"rules v{v.validator}.", "", summary_line(manifest) + ".", "", "## Validation", ""]
-    out.append("| Scenario | Split | Category | " + " | ".join(SHORT.values()) + " | Status |")
-    out.append("|---|---|---|" + "---|" * len(SHORT) + "---|")
-    for r in page_rows(manifest):
+    rows = page_rows(manifest)
+    live = any(r.live for r in rows)
+    out.append("| Scenario | Split | Category | " + " | ".join(SHORT.values()) + " | Status |"
+               + (" Live attempt |" if live else ""))
+    out.append("|---|---|---|" + "---|" * len(SHORT) + "---|" + ("---|" if live else ""))
+    for r in rows:
         marks = " | ".join("pass" if ok else "**FAIL**" for ok, _ in r.marks)
-        out.append(f"| {r.scenario} | {r.split} | {r.category} | {marks} | {r.status} |")
-    out += ["", *[f"- **{SHORT[k]}**: {label}." for k, label in CHECK_LABELS.items()], "", "## Kept out", ""]
+        out.append(f"| {r.scenario} | {r.split} | {r.category} | {marks} | {r.status} |"
+                   + (f" {_md(r.live or '-')} |" if live else ""))
+    out += ["", *[f"- **{SHORT[k]}**: {label}." for k, label in CHECK_LABELS.items()]]
+    if live:
+        out.append(f"- **Live attempt**: {LIVE_LEGEND}")
+    out += ["", "## Kept out", ""]
     out += [f"- **{k.scenario}**: " + "; ".join(_md(r) for r in k.reasons) for k in v.kept_out] or ["None."]
     out += ["", "## Withdrawn", ""]
     out += [f"- **{w.scenario}** ({w.by}), world date {w.world_clock[:10]}, recorded at {w.recorded_at} "
@@ -111,6 +123,9 @@ def _table(headers: list[str], rows: list[str]) -> str:
     return f"<table><tr>{head}</tr>" + "".join(f"<tr>{r}</tr>" for r in rows) + "</table>"
 
 
+LIVE_LEGEND = ("the latest attempt by a live agent (--live-agent): its outcome, and the keys the reference uses "
+               "that it never saw; evidence for people, never a reason to withdraw (fairness decides that)")
+
 STATUS_CLASS = {"in use": "status-in", "kept out": "status-out", "withdrawn": "status-withdrawn"}
 
 
@@ -123,11 +138,16 @@ def render_html(manifest: Manifest) -> str:
          f"<p class=sub>Clock frozen at <b>{escape(v.clock)}</b> (data anchor {escape(v.data_anchor)}); "
          f"validated on {escape(v.backend)}, rules v{v.validator}.</p>",
          f"<p class=summary>{escape(summary_line(manifest))}.</p>", "<h2>Validation</h2>"]
+    page = page_rows(manifest)
+    live = any(r.live for r in page)
     rows = [_td(r.scenario, code=True) + _td(r.split) + _td(r.category)
             + "".join(_td("✓" if ok else "✗", "ok" if ok else "bad", detail) for ok, detail in r.marks)
-            + _td(r.status, STATUS_CLASS[r.status]) for r in page_rows(manifest)]
-    h.append(_table(["Scenario", "Split", "Category", *SHORT.values(), "Status"], rows))
+            + _td(r.status, STATUS_CLASS[r.status]) + (_td(r.live or "-") if live else "") for r in page]
+    h.append(_table(["Scenario", "Split", "Category", *SHORT.values(), "Status", *(["Live attempt"] if live else [])],
+                    rows))
     legend = " · ".join(f"<b>{escape(SHORT[k])}</b>: {escape(label)}" for k, label in CHECK_LABELS.items())
+    if live:
+        legend += f" · <b>Live attempt</b>: {escape(LIVE_LEGEND)}"
     h.append(f"<p class=legend>{legend}. Hover a mark for what was measured.</p><h2>Kept out</h2>")
     if v.kept_out:
         h.append("<ul class=reasons>" + "".join(
