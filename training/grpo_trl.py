@@ -85,27 +85,29 @@ def tiny_model(tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
     return Qwen3ForCausalLM(config)
 
 
-def teach_one_tool_call(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerFast, row: dict[str, Any],
-                        environment: Any, steps: int = 80) -> str:
-    """Fit the tiny model to answer ``row``'s prompt with one tool call, so that its rollouts run TRL's tool loop
-    (our generated methods, their results, get_reward) instead of stopping at once. Returns the call taught."""
+def teach_one_tool_call(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerFast, rows: Any, environment: Any,
+                        steps: int = 60) -> str:
+    """Fit the tiny model to answer the prompts of ``rows`` with one tool call, so that its rollouts run TRL's tool
+    loop (our generated methods, their results, get_reward) instead of stopping at once. Returns the tool taught:
+    the first one that needs no argument, else ``give_up``."""
     methods = [getattr(environment, name) for name, _ in inspect.getmembers(type(environment), inspect.isfunction)
                if not name.startswith("_") and name not in ("reset", "get_reward")]  # the tools, as TRL finds them
-    tool = next((n for n, t in environment.world.tools_for(
-        environment.world.scenario(row["scenario"]).role).items() if not t.parameters["required"]), "give_up")
+    tools = environment.world.tools_for(environment.world.scenario(rows[0]["scenario"]).role)
+    tool = next((name for name, t in tools.items() if not t.parameters["required"]), "give_up")
     arguments = {} if tool != "give_up" else {"reason": "smoke"}
-    messages = [row["prompt"][0], {"role": "user", "content": environment.reset(**row)}]
-    rendered: Any = tokenizer.apply_chat_template(messages, tools=methods, add_generation_prompt=True, tokenize=True,
-                                                  return_dict=True)
-    prompt: list[int] = list(rendered["input_ids"])
     target = tokenizer(f'<tool_call>\n{json.dumps({"name": tool, "arguments": arguments})}\n</tool_call><|im_end|>',
                        add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([prompt + target])
-    labels = torch.tensor([[-100] * len(prompt) + target])
+    examples = []
+    for row in rows:
+        messages = [row["prompt"][0], {"role": "user", "content": environment.reset(**row)}]
+        rendered: Any = tokenizer.apply_chat_template(messages, tools=methods, add_generation_prompt=True,
+                                                      tokenize=True, return_dict=True)
+        prompt: list[int] = list(rendered["input_ids"])
+        examples.append((torch.tensor([prompt + target]), torch.tensor([[-100] * len(prompt) + target])))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(steps):
-        loss = model(input_ids=ids, labels=labels).loss
-        loss.backward()
+    for step in range(steps):
+        ids, labels = examples[step % len(examples)]
+        model(input_ids=ids, labels=labels).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     return tool
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer: Any
     model: Any
     if args.smoke:
+        torch.set_num_threads(1)  # a 2-layer model gains nothing from threads, and loses much on a shared machine
         tokenizer = tiny_tokenizer(world)
         model = tiny_model(tokenizer)
         args.steps, args.num_generations, args.batch_size = 2, 2, 2
@@ -172,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     train = dataset(world, "train")
     Environment = environment_class(world, split="train", profile=args.profile)
     if args.smoke:  # a random model never calls a tool: teach it one call, so the tool loop runs
-        print(f"smoke: taught the tiny model to call {teach_one_tool_call(model, tokenizer, train[0], Environment())}")
+        train = train.select(range(2))  # the two prompts the tiny model is taught to answer with a tool call
+        taught = teach_one_tool_call(model, tokenizer, train, Environment())
+        print(f"smoke: taught the tiny model to call {taught}")
 
     # 3. GRPO: each rollout is an episode; get_reward() is the episode's reward (settled if the model stopped)
     config = GRPOConfig(output_dir=str(out / "checkpoints"), max_steps=args.steps, learning_rate=args.lr,
