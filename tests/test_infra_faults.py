@@ -27,6 +27,7 @@ from ray import cloudpickle
 
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
+from rehearsal_env.measure import RunError, load_run
 from rehearsal_env.readiness import judge
 from rehearsal_env.records import (
     EPISODES_DIR,
@@ -181,6 +182,8 @@ def test_every_reader_refuses_a_directory_mixing_runs(tiny_run: Path, tmp_path: 
             reader(mixed)
     assert main(["readiness", str(mixed)]) == 2 and "mixes runs" in capsys.readouterr().err
     assert main(["eval", "verify", str(mixed)]) == 1 and "run_other" in capsys.readouterr().out
+    with pytest.raises(RunError, match=r"holds records of 2 runs: run_\w+ \(part-.*run_other"):
+        load_run(mixed)  # measure.py
 
 
 def test_damaged_parts_are_named_with_the_remedy_and_resume_rewrites_them(
@@ -200,6 +203,8 @@ def test_damaged_parts_are_named_with_the_remedy_and_resume_rewrites_them(
     assert f"{truncated}: has 100 bytes" in report and f"{flipped}: does not match its SHA-256" in report
     assert main(["eval", "rescore", str(out), "--profile", "rl"]) == 2
     assert "--resume" in capsys.readouterr().err
+    with pytest.raises(RunError, match=rf"{truncated}: has 100 bytes.*--resume"):
+        load_run(out)  # measure.py
     run(load_config(out), out, resume=True)
     assert main(["eval", "verify", str(out)]) == 0
     assert comparable(read_records(out)) == comparable(read_records(tiny_run))

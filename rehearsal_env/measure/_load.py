@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow.dataset as ds
 
+from ..records import MANIFEST, MixedRuns, RecordsDamaged, checked_parts
+
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
 REQUIRED_COLUMNS = ("scenario", "split", "agent", "repeat", "outcome", "reward", "false_completion")
@@ -134,7 +136,12 @@ def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
         raise RunError(f"{root}: expected a run directory with episodes.parquet; {episodes} does not exist "
                        "(pass the directory the runner wrote)")
     try:
-        dataset = ds.dataset(episodes, format="parquet")
+        # a runner's directory of parts is verified first: every part against its manifest, one run id
+        runners = episodes.is_dir() and (episodes / MANIFEST).is_file()
+        source = [str(p) for p in checked_parts(root)] if runners else episodes
+        dataset = ds.dataset(source, format="parquet")
+    except (RecordsDamaged, MixedRuns) as e:
+        raise RunError(str(e)) from e
     except (OSError, ValueError) as e:
         raise RunError(f"{episodes}: expected Parquet episode records; pyarrow cannot read them ({e})") from e
     names = dataset.schema.names
@@ -144,6 +151,11 @@ def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
                        f"(has {names}); regenerate the run with the current runner")
     columns = [*REQUIRED_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in names)]
     rows = dataset.to_table(columns=columns).to_pylist()
+    if "run_id" in names:
+        run_ids = sorted(set(dataset.to_table(columns=["run_id"]).column("run_id").to_pylist()))
+        if len(run_ids) > 1:
+            raise RunError(f"{episodes}: expected the records of one run; found run ids {run_ids} (two runs wrote "
+                           "into one directory). Measure each run from its own directory")
     provenance = read_provenance(root)
     bad = sorted({str(r["outcome"]) for r in rows} - set(OUTCOMES))
     if bad:
