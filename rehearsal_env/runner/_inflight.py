@@ -14,7 +14,9 @@ Records are the same as a serial run's, in the batch's order. A policy that
 raises :class:`~rehearsal_env.verdict.NotScoredError` (the model provider failed
 after its retries) ends its episode not scored with that cause;
 :class:`~rehearsal_env.agents.ProfileError` stops the run; any other exception
-of the agent is its own bug, a rejected attempt that takes a turn.
+of the agent is its own bug, a rejected attempt that takes a turn. An episode
+not scored because its database failed makes that slot reopen its database
+(once; if that fails, the run stops with the error, as it does serially).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..agents import AsyncOpenAIAgent, ModelAgents, ProfileError
 from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
 from ..records import EpisodeRecord
-from ..verdict import NotScoredError
+from ..verdict import NotScoredCause, NotScoredError
 from ..worlds import World
 from ._plan import EpisodeSpec, RunConfig
 
@@ -46,10 +48,19 @@ class _Slot:
 
     def __init__(self, config: RunConfig, world: World, env_of: EnvOf) -> None:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-slot")
-        self.db: Database = self.thread.submit(
-            lambda: open_database(world, config.backend, **config.backend_options)).result()
+        self._open = lambda: open_database(world, config.backend, **config.backend_options)
+        self.db: Database = self.thread.submit(self._open).result()
         self._env_of = env_of
         self._envs: dict[str, RehearsalEnv] = {}
+
+    def reopen(self) -> None:
+        """Close a failed database and open a new one (on the slot's thread; raises when it cannot)."""
+        self._envs.clear()
+        try:
+            self.db.close()
+        except (DatabaseError, NotScoredError, OSError):
+            pass
+        self.db = self._open()
 
     def env(self, scenario_id: str) -> RehearsalEnv:
         env = self._envs.get(scenario_id)
@@ -104,7 +115,9 @@ class InFlight:
         async def drain(slot: _Slot) -> None:
             while not queue.empty():
                 i = queue.get_nowait()
-                records[i] = await self._play(slot, specs[i], client)
+                record = records[i] = await self._play(slot, specs[i], client)
+                if record.not_scored_cause == NotScoredCause.DATABASE.value:
+                    await slot.run(slot.reopen)  # the next episode gets a working database, as serially
 
         try:
             await asyncio.gather(*(drain(slot) for slot in self._slots[:max(1, len(specs))]))
