@@ -18,12 +18,8 @@ import socket
 import threading
 from typing import Any
 
+from ._labels import LABEL, OWNER
 from ._reaper import start_reaper
-
-LABEL = "rehearsal.sandbox"
-"""On every container, network and image the sandbox makes."""
-OWNER = "rehearsal.owner"
-"""``<hostname>-<pid>``: the process that made a container or network."""
 
 
 class SandboxError(RuntimeError):

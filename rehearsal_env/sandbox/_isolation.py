@@ -14,20 +14,34 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import httpx
+import psycopg
 
+from ..worlds import World
 from ._docker import LABEL
-
-if TYPE_CHECKING:
-    from ._database import SandboxDatabase
+from ._sandbox import Sandbox
 
 LISTENER_PORT = 9000
 _CONNECT = ("import socket,sys\ns=socket.socket();s.settimeout(3)\n"
             "try:\n s.connect((sys.argv[1],int(sys.argv[2])));print('connected')\n"
             "except OSError as e:\n print('refused:',e)\n")
+
+
+class Measured(Protocol):
+    """What the measurements read of a running sandboxed world (``SandboxDatabase`` is one)."""
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+    @property
+    def world(self) -> World: ...
+    @property
+    def application(self) -> Any: ...
+    def request(self, method: str, path: str, *, query: Mapping[str, Any], body: Mapping[str, Any] | None,
+                headers: Mapping[str, str]) -> tuple[int, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,7 @@ class SandboxFact:
     """What was measured, in words (no addresses that change between runs)."""
 
 
-def _routes(db: SandboxDatabase) -> SandboxFact:
+def _routes(db: Measured) -> SandboxFact:
     bad = []
     for role in db.sandbox.containers:
         code, out = db.sandbox.exec(role, ["cat", "/proc/net/route"])
@@ -55,7 +69,7 @@ def _routes(db: SandboxDatabase) -> SandboxFact:
                        "only the sandbox network's own subnet")
 
 
-def _outside(db: SandboxDatabase) -> SandboxFact:
+def _outside(db: Measured) -> SandboxFact:
     box = db.sandbox
     client = box.client
     labels = {**box.labels, LABEL: "network"}
@@ -92,9 +106,7 @@ def _outside(db: SandboxDatabase) -> SandboxFact:
         network.remove()
 
 
-def _clock(db: SandboxDatabase) -> SandboxFact:
-    import psycopg
-
+def _clock(db: Measured) -> SandboxFact:
     with psycopg.connect(db.sandbox.admin_dsn(), autocommit=True) as conn:
         row = conn.execute("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')").fetchone()
     anchor = db.world.data_anchor.isoformat()
@@ -119,7 +131,7 @@ def _clock(db: SandboxDatabase) -> SandboxFact:
                        "clock as a value)")
 
 
-def measure_isolation(db: SandboxDatabase) -> tuple[SandboxFact, ...]:
+def measure_isolation(db: Measured) -> tuple[SandboxFact, ...]:
     """Measure the sandbox's isolation and clock (see the module docstring)."""
     attrs = db.sandbox.client.networks.get(db.sandbox.network.id).attrs
     internal = SandboxFact("network", bool(attrs.get("Internal")),

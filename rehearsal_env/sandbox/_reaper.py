@@ -16,6 +16,11 @@ import subprocess
 import sys
 import time
 
+import docker
+import docker.errors
+
+from ._labels import LABEL, OWNER
+
 POLL_S = 0.5
 
 
@@ -44,11 +49,6 @@ def _alive(pid: int) -> bool:
 def main(pid: int, owner_label: str) -> None:
     while _alive(pid):
         time.sleep(POLL_S)
-    import docker
-    import docker.errors
-
-    from ._docker import LABEL, OWNER
-
     client = docker.from_env(timeout=60)
     selector = {"label": [LABEL, f"{OWNER}={owner_label}"]}
     for container in client.containers.list(all=True, filters=selector):
