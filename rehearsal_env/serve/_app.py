@@ -230,11 +230,16 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
     def policies_of(world: World) -> list[str]:
         return [p.text for p in world.policies]
 
+    def turn_of(session: Session) -> int:
+        if session.env is not None:
+            return session.env.episode.turn
+        return session.verdict.metrics.turns if session.verdict is not None else session.steps
+
     def state(session: Session, who: Principal) -> dict[str, Any]:
         return {"episode_id": session.id, "state": "active" if session.env is not None else "ended",
                 "world": session.world.name, "scenario": session.scenario.id, "split": session.scenario.split,
                 "agent": {"name": session.agent, "version": session.agent_version}, "seed": session.seed,
-                "profile": session.profile, "turn": session.steps if session.env is None else session.env.episode.turn,
+                "profile": session.profile, "turn": turn_of(session),
                 "step_index": session.steps, "ended_by": session.ended_by,
                 "verdict": verdict_view(session.verdict, session.reward, who.scope, session.scenario.split),
                 "run_dir": str(session.run_dir.path) if session.run_dir else None, "caveats": session.caveats}
