@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 import rehearsal_env
@@ -255,3 +256,11 @@ def test_health_answers_while_postgres_databases_reset(tmp_path: Path, postgres_
     first, last = min(s for s, _ in spans), max(e for _, e in spans)
     during = [a for a in answered if first < a < last]
     assert len(spans) == 3 and len(during) >= 2  # /health kept answering while databases were cloned and reset
+
+
+def test_a_server_whose_database_cannot_be_reached_fails_at_start(tmp_path: Path) -> None:
+    dsn = f"host={tmp_path} port=5999 dbname=none connect_timeout=2"  # a Unix socket that does not exist
+    app = create_app(ServeConfig(worlds=("shop",), backend="postgres", backend_options={"dsn": dsn}))
+    server = ServerThread(app)
+    with pytest.raises(RuntimeError, match="failed to start"):
+        server.start()

@@ -159,6 +159,7 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
             for kind, space in (("observation_space", sample.observation_space), ("action_space", sample.action_space)):
                 assert isinstance(space, gym_spaces.Text)
                 spaces[kind] = {"max_length": space.max_length, "charset": "".join(sorted(space.character_set))}
+        gc.collect()
         gc.freeze()  # the worlds, their seed rows and snapshots live as long as the server: keep them out of
         # every garbage collection (with a thousand sessions a full collection otherwise walks them all)
         task = asyncio.create_task(housekeeping())

@@ -37,14 +37,23 @@ class ServerThread:
         self._sock = bind(host, port)
         self.host, self.port = self._sock.getsockname()[:2]
         self.url = f"http://{host}:{self.port}"
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
-                                        name=f"uvicorn:{self.port}")
+        self._thread = threading.Thread(target=self._serve, daemon=True, name=f"uvicorn:{self.port}")
+
+    def _serve(self) -> None:
+        try:
+            self.server.run(sockets=[self._sock])
+        except SystemExit:  # uvicorn exits when the app's startup fails; start() says so
+            self.server.should_exit = True
 
     def start(self, timeout: float = 30.0) -> ServerThread:
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+            if not self._thread.is_alive() or self.server.should_exit:
+                self._thread.join(timeout)
+                raise RuntimeError(f"the server on {self.url} failed to start (the app's startup failed; see the "
+                                   f"log above)")
+            if time.monotonic() > deadline:
                 raise RuntimeError(f"the server on {self.url} did not start within {timeout:g} s")
             time.sleep(0.01)
         return self
