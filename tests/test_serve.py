@@ -264,3 +264,21 @@ def test_a_server_whose_database_cannot_be_reached_fails_at_start(tmp_path: Path
     server = ServerThread(app)
     with pytest.raises(RuntimeError, match="failed to start"):
         server.start()
+
+
+def test_keys_cli_creates_lists_and_revokes_keys_stored_hashed(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    file = str(tmp_path / "keys.json")
+    assert cli(["keys", "create", "--scope", "build-and-evaluate", "--name", "ci", "--file", file]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("rk_") and key not in Path(file).read_text()  # only its digest is stored
+    assert cli(["keys", "list", "--file", file]) == 0
+    key_id = key.split("_")[1]
+    assert f"{key_id}  build-and-evaluate" in capsys.readouterr().out
+    with serving(tmp_path, keys=file) as (http, _):
+        auth = {"Authorization": f"Bearer {key}"}
+        assert http.get("/v1/worlds", headers=auth).status_code == 200
+        assert cli(["keys", "revoke", key_id, "--file", file]) == 0
+        assert http.get("/v1/worlds", headers=auth).status_code == 401  # refused at its next request
+    assert cli(["keys", "revoke", key_id, "--file", file]) == 2  # no such key: an error naming the ids
+    assert "no key with id" in capsys.readouterr().err

@@ -67,7 +67,7 @@ class KeyStore:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_keys_path()
         self._lock = FileLock(str(self.path) + ".lock")
-        self._cache: tuple[int, dict[str, ApiKey]] | None = None
+        self._cache: tuple[tuple[int, int, int], dict[str, ApiKey]] | None = None
 
     def _read(self) -> list[ApiKey]:
         if not self.path.exists():
@@ -127,7 +127,8 @@ class KeyStore:
         """The stored key that ``key`` is, or None (the file is re-read when it changes, so a revocation
         applies to the next request)."""
         try:
-            stamp = self.path.stat().st_mtime_ns
+            st = self.path.stat()
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)  # every write replaces the file: a new inode
         except FileNotFoundError:
             return None
         if self._cache is None or self._cache[0] != stamp:
