@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends import Database, DatabaseError, open_database
-from ..env import RehearsalEnv
+from ..env import RehearsalEnv, parse_action
 from ..provenance import provenance_of
 from ..records import not_played_record, record_episode
 from ..rewards import EXTERNAL_MODE
@@ -121,15 +121,6 @@ def verdict_view(verdict: Verdict | None, reward: float | None, scope: Scope, sp
     if scope is not Scope.BUILD_AND_EVALUATE or split == "holdout":
         body.pop("checks")
     return body
-
-
-def _reports_tokens(action: str) -> bool:
-    try:
-        usage = json.loads(action).get("usage")
-    except (ValueError, AttributeError):
-        return False
-    tokens = usage.get("tokens") if isinstance(usage, dict) else None
-    return isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
 
 
 class SessionTable:
@@ -275,8 +266,8 @@ class SessionTable:
                                    f"retried)", expected_step_index=session.steps)
             env = session.env
             observation, reward, terminated, truncated, info = env.step(action)
-            if not session.tokens_reported and info["status"] != "rejected" and _reports_tokens(action):
-                session.tokens_reported = True
+            if not session.tokens_reported and info["status"] != "rejected":  # not rejected: it parsed
+                session.tokens_reported = parse_action(action).tokens is not None
             body: dict[str, Any] = {"observation": observation, "reward": reward, "terminated": terminated,
                                     "truncated": truncated, "status": info["status"], "turn": info["turn"],
                                     "step_index": step_index + 1, "verdict": None, "reward_detail": None}
