@@ -44,6 +44,7 @@ from rehearsal_env.measure import (
     pass_k_table,
     rate_estimate,
     run_floor,
+    select_agent,
     sign_flip,
     summarize,
 )
@@ -682,3 +683,19 @@ def test_equal_differences_get_a_newcombe_interval_not_zero_width(tmp_path: Path
     assert m.interval_method == "MOVER" and m.difference == 0
     one = rate_estimate([np.ones(3)] * 12)  # both runs [0.757, 1]: the difference is within -+0.243
     assert (m.low, m.high) == pytest.approx((-(1 - one.low), 1 - one.low))
+
+
+def test_each_version_of_an_agent_profile_is_its_own_checkpoint(tmp_path: Path) -> None:
+    """Records carry the profile's version: v1 and v2 of one name are measured and compared apart."""
+    run = write_run(tmp_path / "two", SUITE_A, agent="support-bot")
+    table = pq.read_table(run / "episodes.parquet").to_pylist()
+    for i, row in enumerate(table):
+        row["agent_version"] = "v1" if i % 2 else "v2"
+    pq.write_table(pa.Table.from_pylist(table), run / "episodes.parquet")
+    runs = load_run(run)
+    assert [r.agent for r in runs] == ["support-bot@v1", "support-bot@v2"]
+    assert select_agent(runs, "support-bot@v2", "x").agent == "support-bot@v2"
+    with pytest.raises(RunError, match="several versions.*NAME@VERSION"):
+        select_agent(runs, "support-bot", "x")
+    (only,) = load_run(write_run(tmp_path / "one", SUITE_A, agent="support-bot"))
+    assert select_agent([only], "support-bot", "x") is only

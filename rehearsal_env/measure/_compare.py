@@ -166,7 +166,7 @@ class Comparison:
     agent_b: str
     """Run B's agent."""
     same_checkpoint: bool
-    """Same agent name: the difference is drift."""
+    """Same agent profile and version: the difference is drift."""
     provenance_differs: tuple[str, ...]
     """Provenance fields that differ, or ``provenance.json`` when a run has none (only when forced)."""
     only_in_a: tuple[str, ...]

@@ -28,7 +28,7 @@ OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
 REQUIRED_COLUMNS = ("scenario", "split", "agent", "repeat", "outcome", "reward", "false_completion")
 """Columns ``episodes.parquet`` must have."""
-OPTIONAL_COLUMNS = ("not_scored_cause",)
+OPTIONAL_COLUMNS = ("not_scored_cause", "agent_version")
 """Columns read when present."""
 UNKNOWN_CAUSE = "unknown"
 """The cause of a not-scored episode whose record names none (written before causes were recorded)."""
@@ -71,7 +71,8 @@ class AgentRun:
     run: str
     """The run directory, as given."""
     agent: str
-    """Agent name (the checkpoint)."""
+    """The checkpoint: the agent profile's name and version, ``NAME@VERSION`` (just ``NAME`` when the
+    records carry no version)."""
     scenarios: tuple[ScenarioEpisodes, ...]
     """Per scenario, sorted by scenario id."""
     repeats: int
@@ -168,8 +169,16 @@ def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
                            f"one of {splits}")
     if not rows:
         raise RunError(f"{episodes}: expected at least one episode; the file has no rows")
-    agents = sorted({str(r["agent"]) for r in rows})
-    return [_agent_run(str(path), a, [r for r in rows if r["agent"] == a], provenance) for a in agents]
+    for r in rows:
+        r["checkpoint"] = checkpoint_of(r)
+    agents = sorted({r["checkpoint"] for r in rows})
+    return [_agent_run(str(path), a, [r for r in rows if r["checkpoint"] == a], provenance) for a in agents]
+
+
+def checkpoint_of(row: Mapping[str, Any]) -> str:
+    """What measure calls a checkpoint: ``agent@agent_version`` (each version of a profile apart)."""
+    version = row.get("agent_version")
+    return f"{row['agent']}@{version}" if version else str(row["agent"])
 
 
 def read_provenance(root: Path) -> dict[str, Any] | None:
@@ -226,14 +235,17 @@ def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
 
 
 def select_agent(runs: list[AgentRun], agent: str | None, where: str) -> AgentRun:
-    """The one agent of a run, or the named one (an error listing the agents otherwise)."""
+    """The one agent of a run, or the named one: ``NAME@VERSION``, or ``NAME`` when the run has one
+    version of it (an error listing the agents otherwise)."""
     names = [r.agent for r in runs]
     if agent is None:
         if len(runs) != 1:
             raise RunError(f"{where}: expected one agent to compare; found {names}; "
-                           "choose one with --agent NAME")
+                           "choose one with --agent NAME[@VERSION]")
         return runs[0]
-    for r in runs:
-        if r.agent == agent:
-            return r
-    raise RunError(f"{where}: expected agent {agent!r}; the run has {names}")
+    matches = [r for r in runs if r.agent == agent] or [r for r in runs if r.agent.split("@")[0] == agent]
+    if len(matches) == 1:
+        return matches[0]
+    found = "several versions" if matches else "none"
+    raise RunError(f"{where}: expected one agent {agent!r}; found {found}; the run has {names} "
+                   "(choose with --agent NAME@VERSION)")
