@@ -91,6 +91,7 @@ __all__ = [
     "DatabaseError",
     "DatabaseSpec",
     "Dialect",
+    "SQLiteDatabase",
     "SeedData",
     "changes",
     "digest",

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..backends.sqlite import SQLiteDatabase
+from ..backends import SQLiteDatabase
 from ..checks import Check, CheckResult
 from ..clock import frozen_world
 from ..provenance import provenance_of
