@@ -263,7 +263,7 @@ def test_a_server_whose_database_cannot_be_reached_fails_at_start(tmp_path: Path
     app = create_app(ServeConfig(worlds=("shop",), backend="postgres", backend_options={"dsn": dsn}))
     server = ServerThread(app)
     with pytest.raises(RuntimeError, match="failed to start"):
-        server.start()
+        server.start(timeout=300)  # loading the world takes seconds; a busy machine must not turn this into a timeout
 
 
 def test_keys_cli_creates_lists_and_revokes_keys_stored_hashed(tmp_path: Path,
