@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import functools
 from datetime import date, datetime
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .worlds import World
+from .worlds import World
 
 WORLD_ANCHOR = "world.data_anchor"
 """``freeze_time_source`` when nobody passed a date: the world's own anchor pins the clock."""

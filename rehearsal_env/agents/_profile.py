@@ -40,6 +40,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from .._version import __version__
+
 PROFILES_ENV = "REHEARSAL_AGENT_PROFILES"
 DEFAULT_ROOT = "agent_profiles"
 AGENT_KINDS = ("openai", "reference", "null", "wrong:<name>")
@@ -107,8 +109,6 @@ class AgentProfile:
         if self.version is not None:
             return f"v{self.version}"
         if is_builtin(self.agent):
-            from .._version import __version__
-
             return f"builtin-{__version__}"
         return f"unregistered-{self.content_hash}"
 

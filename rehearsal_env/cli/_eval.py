@@ -7,6 +7,8 @@ import argparse
 import json
 
 from ..provenance import OUTCOME_PROFILE
+from ..records import schema_text, verify_run_dir
+from ..rescore import rescore_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,8 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def handle_rescore(args: argparse.Namespace) -> int:
-    from ..rescore import rescore_run
-
     report = rescore_run(args.run_dir, args.profile, args.out, recheck_checks=args.recheck)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -69,8 +69,6 @@ def handle_rescore(args: argparse.Namespace) -> int:
 
 
 def handle_verify(args: argparse.Namespace) -> int:
-    from ..records import verify_run_dir
-
     problems = verify_run_dir(args.run_dir)
     if not problems:
         print(f"{args.run_dir}: the records are whole (every part matches the manifest) and of one run")
@@ -83,7 +81,5 @@ def handle_verify(args: argparse.Namespace) -> int:
 
 
 def handle_schema(args: argparse.Namespace) -> int:
-    from ..records import schema_text
-
     print(schema_text())
     return 0

@@ -11,14 +11,12 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends._dialect import create_table
+from ..scenarios import Scenario
 from ..tools import BUILTIN_TOOLS, retry_operation
-
-if TYPE_CHECKING:
-    from ..scenarios import Scenario
-    from ..worlds import World
+from ..worlds import World
 
 
 def _catalog_connection(world: World) -> sqlite3.Connection:

@@ -28,12 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ..records import EpisodeRecord
 from ..versions import NotPublished, load_manifest
-
-if TYPE_CHECKING:
-    from ..records import EpisodeRecord
 
 MIN_SCORED = 3
 """Scored episodes needed on scenarios the version never learned from."""

@@ -6,18 +6,14 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..backends import digest, open_database
 from ..identity import content_hashes, version_id_of, world_content
-from ..worlds import backend_for
+from ..worlds import World, backend_for
 from ._isolation import clock_fact, network_facts, reset_fact
 from ._manifest import VALIDATOR_VERSION, Manifest, ScenarioValidation, Withdrawal, WorldVersion
 from ._store import load_manifest, log_build, publish, withdraw
 from ._validate import validate_scenario
-
-if TYPE_CHECKING:
-    from ..worlds import World
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
-from ..backends import digest, open_database
+from ..backends import Database, digest, open_database
+from ..worlds import World
 from ._manifest import Fact, ScenarioValidation
-
-if TYPE_CHECKING:
-    from ..backends import Database
-    from ..worlds import World
 
 NETWORK_NOT_APPLICABLE = "not applicable: embedded database, no application network"
 

@@ -22,17 +22,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agents import AgentProfile, Endpoint, ModelAgents, ProfileError
 from ..backends import Database, open_database
 from ..env import RehearsalEnv
+from ..scenarios import Scenario
 from ..verdict import NotScoredError
+from ..worlds import World
 from ._reach import is_key, shows
-
-if TYPE_CHECKING:
-    from ..scenarios import Scenario
-    from ..worlds import World
 
 LIVE_FILE = "live_attempts.jsonl"
 """The append-only file of live attempts in a version's folder."""

@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..env import TurnRecord
+from ..scenarios import Scenario
+from ..worlds import World
 from ._manifest import Finding
-
-if TYPE_CHECKING:
-    from ..env import TurnRecord
-    from ..scenarios import Scenario
-    from ..worlds import World
 
 KEY_ARGUMENT = re.compile(r"(^|_)(id|email|sku)$")
 """Argument names whose values are keys the agent must have been shown."""

@@ -21,13 +21,11 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..identity import canonical_json, content_hashes, version_id_of, world_version
+from ..worlds import World, load_world
 from ._manifest import Manifest, Withdrawal, WorldVersion
-
-if TYPE_CHECKING:
-    from ..worlds import World
 
 ROOT_ENV = "REHEARSAL_WORLD_VERSIONS"
 DEFAULT_ROOT = "world_versions"
@@ -108,8 +106,6 @@ def load_manifest(world: World | str, version_id: str | None = None,
         NotPublished: saying where it looked and how to build it.
     """
     if version_id is None:
-        from ..worlds import load_world
-
         current = load_world(world) if isinstance(world, str) else world
         name, vid = current.name, world_version(current)
     else:

@@ -17,20 +17,17 @@ the clock fact (:mod:`._isolation`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..agents import NullAgent, ScriptedAgent
-from ..backends import changes
+from ..backends import Database, changes
 from ..env import RehearsalEnv
 from ..scenarios import Scenario
 from ..verdict import Outcome
+from ..worlds import World
 from ._manifest import Finding, ScenarioValidation
 from ._play import Played, ReplayAgent, describe, play
 from ._reach import facts_reachable
-
-if TYPE_CHECKING:
-    from ..backends import Database
-    from ..worlds import World
 
 REPLAY_SEED_OFFSET = 1
 """The replay resets with ``seed + 1``: the outcome must not depend on the seed."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from filelock import FileLock
 
 from .._home import home
+from ._world import World
 
-if TYPE_CHECKING:
-    from ._world import World
 
 def imported_file() -> Path:
     """``$REHEARSAL_HOME/imported.json``, else ``~/.rehearsal/imported.json``."""

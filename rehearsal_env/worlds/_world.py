@@ -9,15 +9,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..scenarios import Scenario, Split
 from ..schema import Table
 from ..services import SERVICE_REQUESTS
 from ..tools import BUILTIN_TOOLS, Tool, retry_operation
 from ..tools.builtin import FINAL_ANSWERS
-
-if TYPE_CHECKING:
-    from ..scenarios import Scenario, Split
 
 RowsBySeed = Callable[[int, date], Mapping[str, Sequence[tuple[Any, ...]]]]
 

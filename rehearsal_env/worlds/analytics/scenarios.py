@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...backends import Database, open_database
 from ...scenarios import RequestChange, Scenario, Solution, Split, ToolCall
+from .._world import World
 from .answers import answer_check, decoy, format_answer, no_email_in_answers, same_answer
 from .lookups import LOOKUP_TEMPLATES
 from .questions import AGGREGATE_TEMPLATES, TOLERANCE, Question, Template
 from .tools import MAX_ROWS
-
-if TYPE_CHECKING:
-    from ...worlds import World
 
 SPLIT_OF: tuple[Split, ...] = ("train", "dev", "holdout")
 TURN_LIMIT = 15

@@ -26,17 +26,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from ....scenarios import Scenario, Solution, Split, ToolCall
+from ..._world import World
 from ._basic import BASIC
 from ._both import BOTH
 from ._changes import CHANGES
 from ._common import Data, Template
 from ._faults import FAULTS
-
-if TYPE_CHECKING:
-    from ....worlds import World
 
 PER_TEMPLATE = 6
 SPLIT_OF: tuple[Split, ...] = ("train", "train", "train", "dev", "dev", "holdout")

@@ -5,14 +5,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ....checks import Check
 from ....scenarios import Solution, ToolCall
+from ..._world import World
 from ..tools import REFUND_LIMIT_CENTS
-
-if TYPE_CHECKING:
-    from ....worlds import World
 
 Row = tuple[Any, ...]
 
