@@ -9,6 +9,7 @@ import pytest
 
 from rehearsal_env.agents import make_agent
 from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.identity import world_version
 from rehearsal_env.runner import run_episode
 from rehearsal_env.verdict import Outcome
 from rehearsal_env.worlds import (
@@ -200,3 +201,14 @@ def test_a_migration_statement_we_do_not_read_names_its_line(tmp_path: Path) -> 
     line = _line_of(folder, "migrations/001_init.sql", "DROP TABLE")
     with pytest.raises(WorldFolderError, match=rf"001_init.sql:{line}: only CREATE TABLE and CREATE INDEX"):
         load_world_folder(folder)
+
+
+def test_every_file_of_the_folder_is_part_of_the_world_version(tmp_path: Path) -> None:
+    """A folder world's version covers its files (an http tool's path, the application's code, the
+    seed data): the same files give the same id, and a change in any of them a new one."""
+    copy = tmp_path / "notes"
+    shutil.copytree(NOTES, copy)
+    first = world_version(load_world_folder(copy))
+    assert world_version(load_world_folder(copy)) == first
+    (copy / "seed.sql").write_text((copy / "seed.sql").read_text() + "\n-- a comment changes the file\n")
+    assert world_version(load_world_folder(copy)) != first

@@ -4,7 +4,8 @@ The content is everything an outcome can depend on that a world declares:
 its schema, the seed manifest (seed, data anchor, fingerprint of every seed
 row, row counts), its tools (names, kinds, schemas, and a hash of the source
 of the modules that implement them), roles, policies, every scenario as
-generated, and the reward profiles in ``configs/profiles/*.toml`` if present.
+generated, the files of a folder world (its ``world.toml``, application, data and scenarios)
+and the reward profiles in ``configs/profiles/*.toml`` if present.
 Equal content gives an equal id; any change to one of those parts gives a
 new id. :func:`world_version` is cheap after the first call per world object.
 """
@@ -82,6 +83,8 @@ def _world_parts(world: World) -> dict[str, Any]:
         "policies": [asdict(p) for p in world.policies],
         "scenarios": [scenario_dict(s) for s in world.scenarios()],
     }
+    if world.sources:  # a folder world's files (its application included); in-process worlds have none
+        parts["sources"] = dict(sorted(world.sources.items()))
     return parts
 
 

@@ -68,6 +68,12 @@ class World:
     """``world -> scenarios``: the world's suite."""
     suite_version: str = "1"
     """Version of the scenario generator (bumped whenever it changes)."""
+    application: object | None = field(default=None, repr=False)
+    """What the world's ``http`` tools call: a folder world's ``ApplicationSpec`` (None: the world
+    runs in process)."""
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """``{part: sha256}`` of what the world is made of that its Python code does not show (a folder
+    world's files: world.toml, its application, data, scenarios); part of its world version."""
 
     def __post_init__(self) -> None:
         framework = (SERVICE_REQUESTS, FINAL_ANSWERS)

@@ -41,12 +41,9 @@ class ApplicationSpec:
     """``"METHOD /path"`` called after each database restore; None: no state outside the database."""
 
 
-APPLICATIONS: dict[str, ApplicationSpec] = {}
-
-
 def application_of(world: World) -> ApplicationSpec | None:
     """The application a folder world's ``http`` tools call (None: the world runs in process)."""
-    return APPLICATIONS.get(world.name)
+    return world.application if isinstance(world.application, ApplicationSpec) else None
 
 
 def backend_for(world: World) -> str:

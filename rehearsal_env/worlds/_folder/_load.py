@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
@@ -12,7 +13,7 @@ from typing import Any
 from ..._home import home
 from ...scenarios import load_scenarios
 from .._world import Policy, Role, World
-from ._app import APPLICATIONS, application_of, parse_application
+from ._app import application_of, parse_application
 from ._data import declared_tables, migrated_tables, seed_rows
 from ._source import WORLD_FILE, WorldFolderError, read_toml
 from ._tools import parse_tools
@@ -109,8 +110,7 @@ def load_world_folder(folder: str | Path) -> World:
         if "application" not in data:
             raise src.error(1, "the world has http tools but no [application]",
                             "describe the application the sandbox runs under [application]")
-    if "application" in data:
-        APPLICATIONS[data["name"]] = parse_application(src, folder, data["application"])
+    application = parse_application(src, folder, data["application"]) if "application" in data else None
     rows = seed_rows(src, folder, data.get("data", {}), tables)
     scenario_files = sorted((folder / "scenarios").glob("*.toml"))
     role_names = {r.name for r in roles}
@@ -123,7 +123,15 @@ def load_world_folder(folder: str | Path) -> World:
 
     return World(name=data["name"], description=data.get("description", ""), tables=tables, tools=tools,
                  roles=tuple(roles), policies=policies, data_anchor=data["data_anchor"], seed=int(data.get("seed", 0)),
-                 generate_rows=rows, generate_scenarios=scenarios, suite_version=str(data.get("suite_version", "1")))
+                 generate_rows=rows, generate_scenarios=scenarios, suite_version=str(data.get("suite_version", "1")),
+                 application=application, sources=folder_hashes(folder))
+
+
+def folder_hashes(folder: Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file of a world folder (caches left out): its identity."""
+    return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
 
 
 def _scenarios(path: Path, world: World, roles: set[str], tools: set[str]) -> list[Any]:
