@@ -22,6 +22,7 @@ from rehearsal_env.improve import (
     is_improved,
     lineage_of,
 )
+from rehearsal_env.readiness import assess
 from rehearsal_env.records import EpisodeRecord, read_records, write_part
 from rehearsal_env.runner import RunConfig, run
 
@@ -224,3 +225,15 @@ def test_the_cli_writes_version_2(runs: tuple[Path, Path], store: ProfileStore,
     assert code == 0 and f"wrote {PROFILE}@v2 from {PROFILE}@v1: 10 failed train/dev episode(s) of 10" in out
     assert main(["improve", str(runs[0]), "--profile", "nobody", "--profiles", str(store.root)]) == 2
     assert "no agent profile 'nobody'" in capsys.readouterr().err
+
+
+def test_readiness_counts_only_holdout_for_the_improved_version(runs: tuple[Path, Path], store: ProfileStore,
+                                                                 tmp_path: Path) -> None:
+    result = improve(list(runs), PROFILE, store=store)
+    assert result.profile is not None and result.profile.version == 2
+    v1 = read_records(_run(tmp_path, "reference-v1", "reference", "v1"))
+    v2 = read_records(_run(tmp_path, "reference-v2", "reference", "v2"))
+    verdicts = {r.agent_version: r for r in assess(v1 + v2, profiles_root=store.root)}
+    assert not verdicts["v1"].improved and verdicts["v1"].counted == len(TRAIN_DEV + HOLDOUT)
+    assert verdicts["v2"].improved and verdicts["v2"].counted == len(HOLDOUT)
+    assert ("learned from (not holdout)", len(TRAIN_DEV)) in verdicts["v2"].left_out

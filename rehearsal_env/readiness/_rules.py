@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..improve import is_improved
 from ..records import EpisodeRecord
 from ..versions import NotPublished, load_manifest
 
@@ -182,13 +183,18 @@ def _some(tags: Sequence[str], n: int = 5) -> str:
 
 def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
            versions_root: str | Path | None = None,
-           max_not_scored_share: float = MAX_NOT_SCORED_SHARE) -> list[Readiness]:
-    """One :class:`Readiness` per (agent, agent version, world, world version) in ``records``, sorted."""
+           max_not_scored_share: float = MAX_NOT_SCORED_SHARE,
+           profiles_root: str | Path | None = None) -> list[Readiness]:
+    """One :class:`Readiness` per (agent, agent version, world, world version) in ``records``, sorted.
+
+    A version whose lineage (``rehearsal improve``; looked up in the profile store ``profiles_root``,
+    default ``$REHEARSAL_AGENT_PROFILES``, else ``./agent_profiles``) says it was improved is judged as
+    ``improved`` (holdout only) without a flag; ``improved=True`` forces that for every version."""
     groups: dict[tuple[str, str, str, str], list[EpisodeRecord]] = {}
     for r in records:
         groups.setdefault((r.agent, r.agent_version, r.world, r.world_version), []).append(r)
-    return [judge(groups[k], improved=improved, versions_root=versions_root,
-                  max_not_scored_share=max_not_scored_share) for k in sorted(groups)]
+    return [judge(groups[k], improved=improved or is_improved(k[0], k[1], profiles_root),
+                  versions_root=versions_root, max_not_scored_share=max_not_scored_share) for k in sorted(groups)]
 
 
 def format_readiness(r: Readiness) -> str:
