@@ -43,7 +43,7 @@ demo: $(STAMP)  ## evaluate the reference agent on shop's dev split (embedded SQ
 	$(BIN)/python measure.py runs/demo
 
 lint: $(STAMP)  ## ruff and mypy
-	$(BIN)/ruff check rehearsal_env tests benchmarks training measure.py
+	$(BIN)/ruff check rehearsal_env tests benchmarks training worlds measure.py
 	$(BIN)/mypy
 
 test: lint  ## ruff, mypy, then every test

@@ -38,6 +38,11 @@ RULES = [
 ]
 
 
+
+def unknown_fault(tool: str, on: bool) -> dict[str, Any]:
+    """A scenario's ``faults`` entry: an unknown outcome on ``tool``'s first call (nothing when ``on`` is False)."""
+    return {"faults": [{"tool": tool, "kind": "unknown_outcome"}]} if on else {}
+
 def maintainer_comments(pr_id: int) -> dict[str, Any]:
     return {"name": "Exactly one maintainer comment on the pull request", "op": "eq", "want": 1,
             "sql": "SELECT COUNT(*) FROM comments c JOIN pull_requests p ON p.id = c.pull_request_id "
@@ -112,7 +117,7 @@ def build() -> list[dict[str, Any]]:
             [{"name": "wrong:repeat-write", "on_unknown": "repeat", "calls": calls}] if unknown else
             [{"name": "wrong:comment-twice", "calls": calls[:2] + [calls[1], calls[2]]}],
             ["comments", "notifications"],
-            **({"faults": [{"tool": "post_comment", "kind": "unknown_outcome"}]} if unknown else {}))
+            **unknown_fault("post_comment", unknown))
 
         # 2. merge a ready pull request
         p = pr[1]
@@ -180,7 +185,7 @@ def build() -> list[dict[str, Any]]:
             [{"name": "wrong:repeat-write", "on_unknown": "repeat", "calls": calls}] if unknown else
             [{"name": "wrong:ask-twice", "calls": calls[:3] + [calls[2], calls[3]]}],
             ["review_requests", "notifications"],
-            **({"faults": [{"tool": "triage_request_review", "kind": "unknown_outcome"}]} if unknown else {}))
+            **unknown_fault("triage_request_review", unknown))
 
         # 7. close as superseded, with one comment
         p = pr[11]
@@ -233,7 +238,7 @@ def build() -> list[dict[str, Any]]:
             [{"name": "wrong:repeat-write", "on_unknown": "repeat", "calls": calls}] if unknown else
             [{"name": "wrong:comment-twice", "calls": calls[:2] + [calls[1], calls[2]]}],
             ["comments", "notifications"],
-            **({"faults": [{"tool": "triage_comment", "kind": "unknown_outcome"}]} if unknown else {}))
+            **unknown_fault("triage_comment", unknown))
     return out
 
 
