@@ -212,3 +212,18 @@ def test_every_file_of_the_folder_is_part_of_the_world_version(tmp_path: Path) -
     assert world_version(load_world_folder(copy)) == first
     (copy / "seed.sql").write_text((copy / "seed.sql").read_text() + "\n-- a comment changes the file\n")
     assert world_version(load_world_folder(copy)) != first
+
+
+def test_seed_sql_is_split_by_the_parser_not_by_semicolons_in_text(tmp_path: Path) -> None:
+    """A semicolon inside quoted text or a comment does not end a statement; an error names its line."""
+    copy = tmp_path / "notes"
+    shutil.copytree(NOTES, copy)
+    seed = copy / "seed.sql"
+    seed.write_text(seed.read_text() + "\n-- a comment; with a semicolon\n"
+                    "INSERT INTO users (id, login, name) VALUES (9, 'semi;colon', 'It''s; fine');\n")
+    rows = dict(load_world_folder(copy).seed_rows())["users"]
+    assert (9, "semi;colon", "It's; fine") in rows
+    seed.write_text(seed.read_text() + "\nINSERT INTO nowhere VALUES (1);\n")
+    line = seed.read_text().splitlines().index("INSERT INTO nowhere VALUES (1);") + 1
+    with pytest.raises(WorldFolderError, match=rf"seed.sql:{line}: only INSERT INTO"):
+        load_world_folder(copy)

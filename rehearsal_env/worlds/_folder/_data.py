@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import Token, TokenType
 
 from ...schema import Column, Table
 from ._source import WORLD_FILE, Source, WorldFolderError
@@ -35,22 +35,33 @@ def declared_tables(src: Source, raw: list[dict[str, Any]]) -> tuple[Table, ...]
     return tuple(tables)
 
 
-STATEMENT = re.compile(r"(?:'(?:[^']|'')*'|--[^\n]*|[^;'-]|-(?!-))+")
-"""One SQL statement of a file (a semicolon or quote inside quoted text or a comment does not count)."""
+def sql_statements(path: Path, fix: str) -> Iterator[tuple[int, exp.Expr]]:
+    """``(line, statement)`` for each statement of a SQL file, split on sqlglot's own semicolon tokens
+    (so a semicolon inside quoted text or a comment never splits one) and parsed in SQLite's dialect.
 
-
-def _only_comments(chunk: str) -> bool:
-    return all(not line.strip() or line.strip().startswith("--") for line in chunk.splitlines())
-
-
-def _first_line(text: str, chunk: re.Match[str]) -> int:
-    """The 1-based line where the statement in ``chunk`` starts (after blank and comment lines)."""
-    offset = chunk.start()
-    for line in chunk.group(0).splitlines(keepends=True):
-        if line.strip() and not line.strip().startswith("--"):
-            break
-        offset += len(line)
-    return text.count("\n", 0, offset) + 1
+    Raises:
+        WorldFolderError: naming the file, the statement's line and ``fix``.
+    """
+    text = path.read_text()
+    try:
+        tokens = sqlglot.tokenize(text, read="sqlite")
+    except sqlglot.errors.TokenError as exc:
+        raise WorldFolderError(f"{path}: not valid SQL ({str(exc).splitlines()[0]}). Fix: {fix}") from exc
+    groups: list[list[Token]] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            groups.append([])
+        else:
+            groups[-1].append(token)
+    for group in groups:
+        if not group:
+            continue
+        line = group[0].line
+        try:
+            statement = sqlglot.parse_one(text[group[0].start:group[-1].end + 1], read="sqlite")
+        except sqlglot.errors.ParseError as exc:
+            raise WorldFolderError(f"{path}:{line}: not valid SQL ({str(exc).splitlines()[0]}). Fix: {fix}") from exc
+        yield line, statement
 
 
 _INT_TYPES = {"INT", "BIGINT", "SMALLINT", "TINYINT", "BOOLEAN", "SERIAL", "BIGSERIAL"}
@@ -71,16 +82,7 @@ def migrated_tables(folder: Path, files: Sequence[str]) -> tuple[Table, ...]:
         if not path.is_file():
             raise WorldFolderError(f"{folder / WORLD_FILE}: [schema] names {file}, which does not exist. Fix: "
                                    "name the migration files relative to world.toml")
-        text = path.read_text()
-        for chunk in STATEMENT.finditer(text):
-            if _only_comments(chunk.group(0)):
-                continue
-            line = _first_line(text, chunk)
-            try:
-                statement = sqlglot.parse_one(chunk.group(0), read="sqlite")
-            except sqlglot.errors.ParseError as exc:
-                raise WorldFolderError(f"{path}:{line}: not valid SQL ({str(exc).splitlines()[0]}). Fix: "
-                                       "write CREATE TABLE and CREATE INDEX statements") from exc
+        for line, statement in sql_statements(path, "write CREATE TABLE and CREATE INDEX statements"):
             if statement is None:
                 continue
             kind = str(statement.args.get("kind", "")).upper() if isinstance(statement, exp.Create) else ""
@@ -113,7 +115,7 @@ def migrated_tables(folder: Path, files: Sequence[str]) -> tuple[Table, ...]:
                 tables[table_name] = Table(t.name, t.columns, (*t.indexes, columns))
             else:
                 raise WorldFolderError(f"{path}:{line}: only CREATE TABLE and CREATE INDEX belong in the schema, "
-                                       f"got {chunk.group(0).strip()[:50]!r}. Fix: keep data in [data] and leave "
+                                       f"got {statement.sql()[:50]!r}. Fix: keep data in [data] and leave "
                                        "other statements out")
     return tuple(tables.values())
 
@@ -136,16 +138,7 @@ def _literal(node: exp.Expression) -> Any:
 def _sql_rows(src_path: Path, tables: Sequence[Table]) -> dict[str, list[tuple[Any, ...]]]:
     by_name = {t.name: t for t in tables}
     rows: dict[str, list[tuple[Any, ...]]] = {t.name: [] for t in tables}
-    text = src_path.read_text()
-    for chunk in STATEMENT.finditer(text):
-        if _only_comments(chunk.group(0)):
-            continue
-        line = _first_line(text, chunk)
-        try:
-            statement = sqlglot.parse_one(chunk.group(0), read="sqlite")
-        except sqlglot.errors.ParseError as exc:
-            raise WorldFolderError(f"{src_path}:{line}: not valid SQL ({str(exc).splitlines()[0]}). Fix: write "
-                                   "INSERT INTO table (columns) VALUES (...); statements") from exc
+    for line, statement in sql_statements(src_path, "write INSERT INTO table (columns) VALUES (...); statements"):
         target = statement.this if isinstance(statement, exp.Insert) else None
         name = target.this.name if isinstance(target, exp.Schema) else target.name if target is not None else None
         if not isinstance(statement, exp.Insert) or name not in by_name:
