@@ -8,14 +8,17 @@ started for the module; at the end no container, network or volume of ours may b
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from rehearsal_env.agents import make_agent
 from rehearsal_env.backends import DatabaseError, digest, open_database
+from rehearsal_env.cli import main
 from rehearsal_env.env import RehearsalEnv
 from rehearsal_env.runner import run_episode
 from rehearsal_env.sandbox import SandboxDatabase
@@ -148,3 +151,14 @@ def test_leftovers_of_a_dead_owner_are_removed(sandbox: SandboxDatabase) -> None
 
     with pytest.raises(docker.errors.NotFound):
         docker_client().networks.get(network.id)
+
+
+def test_rehearsal_run_picks_the_sandbox_for_a_world_whose_tools_call_its_application(
+        reviews: World, tmp_path: Path) -> None:
+    """`rehearsal run --world reviews` without --backend runs on docker (its tools need the application)."""
+    _require_docker()
+    scenario = reviews.scenarios(split="dev")[0].id
+    out = tmp_path / "run"
+    assert main(["run", "--world", "reviews", "--scenario", scenario, "--out", str(out)]) == 0
+    assert json.loads((out / "run.json").read_text())["config"]["backend"] == "docker"
+    assert json.loads((out / "summary.json").read_text())["verified"] == 1

@@ -12,6 +12,7 @@ from typing import Any
 from ..backends import BACKENDS
 from ..clock import CLI
 from ..runner import RunConfig, RunStopped, format_table, load_config, run, run_on_ray
+from ..worlds import backend_for, load_world
 from ._models import add_model_options, with_model_options
 
 
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--scenario", action="append", default=[], help="only this scenario id (repeatable)")
     p.add_argument("--repeats", type=int, default=1, help="episodes per scenario (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="base reset seed (default: 0)")
-    p.add_argument("--backend", choices=BACKENDS, default="sqlite", help="database backend (default: sqlite)")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="database backend (default: what the world's tools need: sqlite, or docker for a world "
+                        "whose tools call its application)")
     p.add_argument("--dsn", help="PostgreSQL server to use (default: $REHEARSAL_POSTGRES_DSN, else a private one)")
     p.add_argument("--no-stress", action="store_true", help="switch the stress layer off")
     p.add_argument("--profile", help="reward profile (benchmark or rl; default: the outcome reward)")
@@ -91,9 +94,10 @@ def handle(args: argparse.Namespace) -> int:
     else:
         if not args.world:
             raise ValueError("expected --world WORLD (see `rehearsal world list`), or --resume DIR")
+        backend = args.backend or backend_for(load_world(args.world))
         config = RunConfig(world=args.world, agent=args.agent, split=args.split,
                            scenarios=tuple(args.scenario), repeats=args.repeats, seed=args.seed,
-                           backend=args.backend, backend_options=_backend_options(args.backend, args.dsn),
+                           backend=backend, backend_options=_backend_options(backend, args.dsn),
                            stress=not args.no_stress, profile=args.profile, batch_size=args.batch_size,
                            **_stamp(args))
         config = with_model_options(config, args)
