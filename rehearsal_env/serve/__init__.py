@@ -6,7 +6,7 @@ Sessions live in a :class:`SessionTable`; keys (:class:`KeyStore`) carry a :clas
 """
 
 from ._app import CONFIG_ENV, ServeConfig, app_from_environment, create_app
-from ._keys import HOME_ENV, SCOPES, ApiKey, KeyStore, Scope, default_keys_path
+from ._keys import SCOPES, ApiKey, KeyStore, Scope, default_keys_path
 from ._recorder import SERVE_FILE, Recorder, RunDir
 from ._server import KEEP_ALIVE_S, ServerThread, run_server
 from ._sessions import (
@@ -24,7 +24,6 @@ from ._sessions import (
 
 __all__ = [
     "CONFIG_ENV",
-    "HOME_ENV",
     "KEEP_ALIVE_S",
     "SCOPES",
     "SERVE_FILE",

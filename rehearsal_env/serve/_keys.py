@@ -18,8 +18,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-HOME_ENV = "REHEARSAL_HOME"
-"""Where rehearsal keeps its state (default ``~/.rehearsal``); the keys file is ``keys.json`` in it."""
+from .._home import home
+
 PREFIX = "rk_"
 
 
@@ -54,7 +54,7 @@ class ApiKey:
 
 def default_keys_path() -> Path:
     """``$REHEARSAL_HOME/keys.json``, else ``~/.rehearsal/keys.json``."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".rehearsal") / "keys.json"
+    return home() / "keys.json"
 
 
 def _digest(key: str) -> str:
