@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ["REHEARSAL_HOME"] = tempfile.mkdtemp(prefix="rehearsal-home-")
 atexit.register(shutil.rmtree, os.environ["REHEARSAL_HOME"], True)
 
+from pgserver import private_server  # noqa: E402
 from tinyworld import build_world  # noqa: E402
 
 from rehearsal_env.worlds import World  # noqa: E402
@@ -36,26 +37,8 @@ def tiny_world() -> World:
 @pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """The DSN of a private PostgreSQL server started for this test session."""
-    import os
-    import shutil
-    import tempfile
-
     from rehearsal_env.backends._pgcluster import forget
-    from rehearsal_env.backends._pgserver import PostgresUnavailable, PrivateServer, find_binaries
 
-    try:
-        find_binaries()
-    except PostgresUnavailable as exc:
-        if os.environ.get("REHEARSAL_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"REHEARSAL_REQUIRE_POSTGRES=1 but {exc}")
-        pytest.skip(str(exc))
-    base = Path(tempfile.mkdtemp(prefix="rehearsal-pgtest-"))
-    base.chmod(0o711)  # under root the server runs as another account, which must reach its folder
-    server = PrivateServer(base / "data")
-    try:
-        dsn = server.start()
-        yield dsn
-        forget(dsn)
-    finally:
-        server.stop()
-        shutil.rmtree(base, ignore_errors=True)
+    with private_server("rehearsal-pgtest-") as server:
+        yield server.dsn
+        forget(server.dsn)

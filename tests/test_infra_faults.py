@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pgserver import private_server
 from ray import cloudpickle
 
 from rehearsal_env.agents import Policy, make_agent
@@ -67,23 +67,8 @@ def comparable(records: list[EpisodeRecord]) -> list[dict[str, Any]]:
 @pytest.fixture()
 def server() -> Iterator[Any]:
     """A private PostgreSQL server of this test alone (it gets killed); skips without PostgreSQL."""
-    from rehearsal_env.backends._pgserver import PostgresUnavailable, PrivateServer, find_binaries
-
-    try:
-        find_binaries()
-    except PostgresUnavailable as exc:
-        if os.environ.get("REHEARSAL_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"REHEARSAL_REQUIRE_POSTGRES=1 but {exc}")
-        pytest.skip(str(exc))
-    base = Path(tempfile.mkdtemp(prefix="rehearsal-pgkill-"))
-    base.chmod(0o711)
-    pg = PrivateServer(base / "data")
-    pg.start()
-    try:
+    with private_server("rehearsal-pgkill-") as pg:
         yield pg
-    finally:
-        pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def postmaster(pg: Any) -> int:
