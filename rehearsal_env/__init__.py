@@ -20,7 +20,7 @@ Quick use::
 
 from ._version import __version__
 from .checks import Check, CheckResult
-from .env import RehearsalEnv, make, register_envs
+from .env import RehearsalEnv, make, register_envs, restore
 from .scenarios import Scenario
 from .verdict import Ending, Outcome, Verdict
 from .worlds import World, load_world, world_names
@@ -40,5 +40,6 @@ __all__ = [
     "load_world",
     "make",
     "register_envs",
+    "restore",
     "world_names",
 ]

@@ -1,28 +1,40 @@
 """The env: an episode's step contract and its Gymnasium wrapper."""
 
 from ._action import MAX_ACTION_CHARS, MAX_DEPTH, MAX_TOKENS, action_text, parse_action, readable_action, record_text
+from ._checkpoint import CheckpointError, read_header
 from ._customer import Customer, ScriptedCustomer
 from ._env import RehearsalEnv
 from ._episode import Episode, TurnRecord, failure
 from ._events import Events, WriteDecision
+from ._fork import close_spares, prepare_spares
+from ._lineage import Lineage
 from ._registry import make, register_envs
+from ._restore import restore
+from ._state import NotForkable
 
 __all__ = [
     "MAX_ACTION_CHARS",
     "MAX_DEPTH",
     "MAX_TOKENS",
+    "CheckpointError",
     "Customer",
     "Episode",
     "Events",
+    "Lineage",
+    "NotForkable",
     "RehearsalEnv",
     "ScriptedCustomer",
     "TurnRecord",
     "WriteDecision",
     "action_text",
+    "close_spares",
     "failure",
     "make",
     "parse_action",
+    "prepare_spares",
+    "read_header",
     "readable_action",
     "record_text",
     "register_envs",
+    "restore",
 ]

@@ -18,7 +18,8 @@ the scenario's schedule: it only has to write the words.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from ..scenarios import Scenario
 
@@ -76,3 +77,17 @@ class ScriptedCustomer:
     def repeat(self) -> str:
         current = self._scenario.final_request if self._changed else self._scenario.request
         return REPEAT_PREFIX + current
+
+    def customer_state(self) -> dict[str, Any]:
+        """What this customer remembers of the conversation (for forks and checkpoints)."""
+        return {"changed": self._changed}
+
+    def load_customer_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`customer_state` of a customer of the same scenario."""
+        self._changed = bool(state["changed"])
+
+    def fork(self) -> ScriptedCustomer:
+        """An independent customer in this one's state."""
+        twin = ScriptedCustomer(self._scenario)
+        twin._changed = self._changed
+        return twin

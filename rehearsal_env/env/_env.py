@@ -10,6 +10,7 @@ final step's ``info["verdict"]`` holds the :class:`~rehearsal_env.verdict.Verdic
 
 from __future__ import annotations
 
+import copy
 from datetime import date
 from typing import Any
 
@@ -23,8 +24,13 @@ from ..rewards import evaluate, load_profile
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause, Verdict
 from ..worlds import World, load_world
+from ._checkpoint import encode, version_of
 from ._customer import Customer
+from ._delta import capture_delta
 from ._episode import Episode
+from ._fork import copy_database, give_back
+from ._lineage import Lineage, new_episode_id
+from ._state import copy_rng, episode_state, load_episode_state, rng_state
 
 CHARSET = "".join(chr(c) for c in range(32, 127))
 """Printable ASCII: observations are JSON with ``ensure_ascii``."""
@@ -94,6 +100,9 @@ class RehearsalEnv(gym.Env[str, str]):
         self._db: Database | None = database
         self._owns_db = database is None
         self._episode: Episode | None = None
+        self._closed = False
+        self._spare_db = False
+        """Whether the database came from the spares of forks (closing the env gives it back; :mod:`._fork`)."""
         self.tools = self.world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
         self.observation_space = spaces.Text(max_length=MAX_OBSERVATION, charset=CHARSET)
         self.action_space = spaces.Text(max_length=MAX_ACTION, charset=CHARSET)
@@ -113,6 +122,7 @@ class RehearsalEnv(gym.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
+        self._closed = False
         self.db.reset()
         self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer)
         observation = self._episode.start()
@@ -179,10 +189,82 @@ class RehearsalEnv(gym.Env[str, str]):
         last = self._episode.trace[-1]
         return f"turn {last.turn}: {last.action}\n-> {last.observation}"
 
+    # -- forks and checkpoints (see docs/fork-and-resume.md) -------------------------------
+    def fork(self) -> RehearsalEnv:
+        """A new, independent env in exactly this env's state at this turn (database, episode, random state).
+
+        Continuing the fork and this env with the same actions gives the same observations, database,
+        outside-service ledger and verdict; they share no mutable state. The fork's record names this
+        episode and turn as its parent. Forking is for whoever runs the env, never an agent action.
+
+        Raises:
+            RuntimeError: the env is closed, not reset, or its episode has ended.
+        """
+        episode = self._live("fork")
+        state = episode_state(episode)  # first: a customer that cannot be forked fails before any work
+        db = copy_database(self.db, self.world, self.backend, self._backend_options)
+        child = copy.copy(self)
+        child._db, child._owns_db, child._spare_db, child._closed = db, True, True, False
+        child._np_random = copy_rng(self._np_random)
+        child.observation_space, child.action_space = copy.copy(self.observation_space), copy.copy(self.action_space)
+        for space, own in ((child.observation_space, self.observation_space), (child.action_space, self.action_space)):
+            space._np_random = copy_rng(own._np_random)  # type: ignore[assignment]  # its only mutable part
+        twin = getattr(episode.customer, "fork", None)
+        customer = twin() if twin is not None else None
+        child._customer = customer if self._customer is not None else None
+        child._episode = Episode(self.world, self.scenario, db, stress=self.stress, customer=customer)
+        load_episode_state(child._episode, state)
+        child._episode.id = None
+        child._episode.lineage = Lineage(self._episode_id(episode), episode.turn, "fork")
+        return child
+
+    def checkpoint(self) -> bytes:
+        """This env's episode as bytes that :func:`rehearsal_env.restore` rebuilds, here or in another process.
+
+        Versioned and self-describing: the format, package and world version, the scenario and a digest
+        (:mod:`._checkpoint`). Backend options (a DSN may hold a password) are not saved.
+
+        Raises:
+            RuntimeError: the env is closed, not reset, or its episode has ended.
+        """
+        episode = self._live("checkpoint")
+        header = {"world": self.world.name, "world_version": version_of(self.world),
+                  "anchor": self.world.data_anchor.isoformat(), "scenario": self.scenario.id,
+                  "backend": self.backend, "turn": episode.turn, "episode_id": self._episode_id(episode)}
+        payload = {
+            "env": {"stress": self.stress, "profile": self.profile, "freeze_time_source": self.freeze_time_source},
+            "episode": episode_state(episode),
+            "database": capture_delta(self.db).to_json(),
+            "rng": rng_state(self._np_random, self._np_random_seed),
+        }
+        return encode(header, payload)
+
+    def _live(self, what: str) -> Episode:
+        if self._closed:
+            raise RuntimeError(f"cannot {what} a closed env; {what} before close()")
+        if self._episode is None:
+            raise RuntimeError(f"cannot {what} an env that was never reset; call reset() first")
+        verdict = self._episode.verdict
+        if verdict is not None:
+            raise RuntimeError(f"cannot {what} an episode that has ended (turn {self._episode.turn}, "
+                               f"{verdict.outcome.value}); {what} before its final step, or reset() for a new "
+                               "episode")
+        return self._episode
+
+    @staticmethod
+    def _episode_id(episode: Episode) -> str:
+        if episode.id is None:
+            episode.id = new_episode_id()
+        return episode.id
+
     def close(self) -> None:
         if self._db is not None and self._owns_db:
-            try:
-                self._db.close()
-            except DatabaseError:
-                pass
+            if self._spare_db:
+                give_back(self.world, self.backend, self._backend_options, self._db)
+            else:
+                try:
+                    self._db.close()
+                except DatabaseError:
+                    pass
             self._db = None
+        self._closed = True

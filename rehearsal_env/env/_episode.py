@@ -48,6 +48,7 @@ from ._action import Rejected, action_text, parse_action, record_text
 from ._customer import Customer, ScriptedCustomer
 from ._dispatch import Dispatcher
 from ._events import Events
+from ._lineage import Lineage
 from ._metrics import Counters, episode_metrics
 
 MAX_RESULT_CHARS = 20_000
@@ -108,6 +109,10 @@ class Episode:
         self.turn = 0
         self.trace: list[TurnRecord] = []
         self.verdict: Verdict | None = None
+        self.id: str | None = None
+        """The episode's id: given when it is first forked or checkpointed (or by whoever runs it); None until then."""
+        self.lineage: Lineage | None = None
+        """The episode this one was forked or restored from, and at which turn (None: it began at ``reset``)."""
 
     # -- the contract ------------------------------------------------------
     def start(self) -> str:

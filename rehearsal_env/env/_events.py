@@ -45,7 +45,9 @@ Messages queue in an outbox that the episode drains into each observation.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from ..scenarios import Scenario
 from ._customer import Customer
@@ -143,6 +145,23 @@ class Events:
         if seen_ok and self._repeat_due and self._change_turn != turn:
             self._repeat_due = False
             self._outbox.append(self._customer.repeat())
+
+    # -- forks and checkpoints -------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything this schedule has decided so far, as JSON-able values (see :meth:`load_state`)."""
+        return {"change_turn": self._change_turn, "stress_refusal_due": self._stress_refusal_due,
+                "repeat_due": self._repeat_due, "applied": self._applied, "calls": dict(self._calls),
+                "outbox": list(self._outbox)}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`state` of another instance of the same scenario (the messages not yet
+        drained included)."""
+        self._change_turn = None if state["change_turn"] is None else int(state["change_turn"])
+        self._stress_refusal_due = bool(state["stress_refusal_due"])
+        self._repeat_due = bool(state["repeat_due"])
+        self._applied = bool(state["applied"])
+        self._calls = Counter({str(k): int(v) for k, v in state["calls"].items()})
+        self._outbox = [str(m) for m in state["outbox"]]
 
     # -- messages ----------------------------------------------------------------
     def drain(self) -> list[str]:

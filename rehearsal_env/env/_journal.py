@@ -63,6 +63,10 @@ class Journal:
         """Add or update an operation."""
         self._ops[op.id] = op
 
+    def operations(self) -> list[Operation]:
+        """Every operation, in the order they were first recorded."""
+        return list(self._ops.values())
+
     def get(self, op_id: str) -> Operation:
         """The operation ``op_id``; a :class:`ToolFailed` naming the known ids otherwise."""
         if op_id not in self._ops:

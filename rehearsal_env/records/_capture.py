@@ -129,6 +129,7 @@ def record_episode(
             verdict = dataclasses.replace(verdict, outcome=Outcome.NOT_SCORED, cause=cause,
                                           reason=f"the end state could not be read: {why}")
     scenario = episode.scenario
+    lineage = episode.lineage
     reward, components = _reward(episode, verdict, None if capture_error else changed, provenance.reward_profile)
     return EpisodeRecord(
         record_version=RECORD_VERSION, run_id=run_id, world=episode.world.name,
@@ -145,6 +146,9 @@ def record_episode(
         reward_components=components,
         checks=_checks(scenario, verdict.checks), trace=_turns(episode), service_requests=requests,
         changes=changed, capture_error=capture_error, provenance=provenance,
+        episode_id=episode.id, parent_episode=None if lineage is None else lineage.parent_episode,
+        parent_turn=None if lineage is None else lineage.parent_turn,
+        parent_kind=None if lineage is None else lineage.kind,
     )
 
 

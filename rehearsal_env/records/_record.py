@@ -220,3 +220,14 @@ class EpisodeRecord:
     """Wall time of those calls, retries and their waits included, in milliseconds (null: not a model)."""
     customer_model: str | None = None
     """The model that played the customer (null: the scripted customer)."""
+    episode_id: str | None = None
+    """The env's id of this episode (``Episode.id``): given when the episode was first forked or checkpointed,
+    or by whoever ran it; null when it never was."""
+    parent_episode: str | None = None
+    """The ``episode_id`` of the episode this one was forked from (``env.fork()``) or restored from
+    (``rehearsal_env.restore`` of a checkpoint); null when it began at ``reset``."""
+    parent_turn: int | None = None
+    """The parent's turn when it was forked or checkpointed (0: right after ``reset``); this episode's ``trace``
+    holds the parent's turns up to it. Null when ``parent_episode`` is."""
+    parent_kind: str | None = None
+    """``fork`` or ``restore``: how this episode parted from its parent; null when ``parent_episode`` is."""

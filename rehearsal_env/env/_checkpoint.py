@@ -1,0 +1,159 @@
+"""Checkpoint bytes: an in-flight episode, versioned and self-describing, checked before anything is rebuilt.
+
+Layout::
+
+    REHEARSAL-CHECKPOINT\\n          magic (21 bytes)
+    header length                    4 bytes, big-endian
+    header                           canonical JSON (sorted keys), UTF-8
+    payload                          zlib-compressed canonical JSON
+
+The header says what the bytes are without decompressing anything: ``format``
+(:data:`FORMAT_VERSION`), ``package_version``, ``world``, ``world_version`` (the
+``wv_`` id of the world as the env ran it, its clock included), ``anchor`` (the day
+its clock and data were anchored to), ``scenario``,
+``backend``, ``turn``, ``episode_id``, ``payload_bytes`` and ``digest``: a SHA-256
+over the header's other fields and the payload, so an edit of either, or bytes cut
+short, is refused before anything is read. The payload holds the episode's state
+(:mod:`._state`), the database's touched rows (:mod:`._delta`) and the env's random
+state. Nothing in it is code: reading a checkpoint never runs anything it holds (the
+digest guards against damage, not against a forger: keep checkpoints where only you
+can write).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._version import __version__
+from ..identity import world_version
+from ..worlds import World
+
+MAGIC = b"REHEARSAL-CHECKPOINT\n"
+FORMAT_VERSION = 1
+"""Version of the byte layout and header; a reader refuses any other."""
+MAX_PAYLOAD = 256 << 20
+"""The most payload bytes (compressed or not) a checkpoint may declare."""
+_LENGTH = struct.Struct(">I")
+_HEADER_KEYS = frozenset({"format", "package_version", "world", "world_version", "anchor", "scenario", "backend",
+                          "turn", "episode_id", "payload_bytes", "digest"})
+
+
+class CheckpointError(ValueError):
+    """Bytes that are not a checkpoint this package can restore (says what was expected and what arrived)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint read back and checked (its digest matched)."""
+
+    header: Mapping[str, Any]
+    """The header's fields (see the module docstring)."""
+    payload: Mapping[str, Any]
+    """The state: ``env``, ``episode``, ``database`` and ``rng``."""
+
+
+@functools.lru_cache(maxsize=64)
+def version_of(world: World) -> str:
+    """The world version id of ``world`` (worlds are immutable: computed once per world object)."""
+    return world_version(world)
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _digest(header: Mapping[str, Any], payload: bytes) -> str:
+    fields = {k: v for k, v in header.items() if k != "digest"}
+    return hashlib.sha256(_canonical(fields) + b"\x00" + payload).hexdigest()
+
+
+def encode(header: Mapping[str, Any], payload: Mapping[str, Any]) -> bytes:
+    """Checkpoint bytes of ``header`` (without ``format``, ``package_version``, ``payload_bytes`` and
+    ``digest``, which this adds) and ``payload``."""
+    body = zlib.compress(_canonical(payload), 1)
+    full = {**header, "format": FORMAT_VERSION, "package_version": __version__, "payload_bytes": len(body)}
+    full["digest"] = _digest(full, body)
+    head = _canonical(full)
+    return MAGIC + _LENGTH.pack(len(head)) + head + body
+
+
+def read_header(data: bytes) -> dict[str, Any]:
+    """The header of checkpoint bytes, checked for layout and format version only (not the digest).
+
+    Raises:
+        CheckpointError: not checkpoint bytes, cut short, or another format version.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CheckpointError(f"expected checkpoint bytes (from env.checkpoint()), got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) < len(MAGIC) and MAGIC.startswith(data) and data:
+        raise CheckpointError(f"the checkpoint is truncated: {len(data)} bytes, not even its {len(MAGIC)}-byte magic")
+    if not data.startswith(MAGIC):
+        raise CheckpointError(f"these {len(data)} bytes are not a rehearsal-env checkpoint: expected them to start "
+                              f"with {MAGIC!r}, got {data[:len(MAGIC)]!r}; pass the bytes env.checkpoint() returned")
+    start = len(MAGIC) + _LENGTH.size
+    if len(data) < start:
+        raise CheckpointError(f"the checkpoint is truncated: {len(data)} bytes, not even a header length")
+    (size,) = _LENGTH.unpack_from(data, len(MAGIC))
+    if size > 1 << 20 or len(data) < start + size:
+        raise CheckpointError(f"the checkpoint is truncated or damaged: its header declares {size} bytes, "
+                              f"{max(0, len(data) - start)} follow")
+    try:
+        header = json.loads(data[start:start + size])
+    except ValueError as exc:
+        raise CheckpointError(f"the checkpoint's header is damaged (not JSON: {exc})") from None
+    if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
+        got = sorted(header) if isinstance(header, dict) else type(header).__name__
+        raise CheckpointError(f"the checkpoint's header is damaged: expected the fields {sorted(_HEADER_KEYS)}, "
+                              f"got {got}")
+    if header["format"] != FORMAT_VERSION:
+        raise CheckpointError(f"the checkpoint has format version {header['format']!r}; this rehearsal-env "
+                              f"({__version__}) reads format {FORMAT_VERSION} only: restore it with the "
+                              f"rehearsal-env that made it ({header['package_version']})")
+    return header
+
+
+def decode(data: bytes, world: World) -> Checkpoint:
+    """Checkpoint bytes read back and checked against ``world`` (the world as the env will run it).
+
+    Raises:
+        CheckpointError: not a checkpoint, truncated, edited (the digest differs), made by another package
+            version, or of another world or world version; each says what was expected.
+    """
+    header = read_header(data)
+    data = bytes(data)
+    start = len(MAGIC) + _LENGTH.size + _LENGTH.unpack_from(data, len(MAGIC))[0]
+    body = data[start:]
+    declared = header["payload_bytes"]
+    if not isinstance(declared, int) or not 0 <= declared <= MAX_PAYLOAD or len(body) != declared:
+        raise CheckpointError(f"the checkpoint is truncated or has bytes appended: its header declares a "
+                              f"{declared}-byte payload, {len(body)} bytes follow")
+    if _digest(header, body) != header["digest"]:
+        raise CheckpointError("the checkpoint was edited or damaged: its SHA-256 digest does not match its header "
+                              "and payload; take a new checkpoint (env.checkpoint())")
+    if header["package_version"] != __version__:
+        raise CheckpointError(f"the checkpoint was made by rehearsal-env {header['package_version']}; this is "
+                              f"{__version__}: restore it with rehearsal-env {header['package_version']}")
+    if header["world"] != world.name:
+        raise CheckpointError(f"the checkpoint is of world {header['world']!r}, not {world.name!r}: pass "
+                              f"world={header['world']!r} (or that World)")
+    have = version_of(world)
+    if header["world_version"] != have:
+        raise CheckpointError(f"the checkpoint is of world version {header['world_version']} of "
+                              f"{header['world']!r}; this process has {have}: restore it where that world "
+                              "version is installed (rehearsal versions)")
+    try:
+        raw = zlib.decompressobj().decompress(body, MAX_PAYLOAD + 1)
+        payload = json.loads(raw)
+    except (zlib.error, ValueError) as exc:
+        raise CheckpointError(f"the checkpoint's payload is damaged: {exc}") from None
+    if len(raw) > MAX_PAYLOAD:
+        raise CheckpointError(f"the checkpoint's payload unpacks to more than {MAX_PAYLOAD} bytes; refused")
+    return Checkpoint(header, payload)

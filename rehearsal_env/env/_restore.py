@@ -1,0 +1,91 @@
+"""``rehearsal_env.restore(bytes)``: an env rebuilt from :meth:`RehearsalEnv.checkpoint`, in any process.
+
+The bytes are checked first (:mod:`._checkpoint`: layout, digest, package and world
+version); then the env is made for the saved world, scenario, clock, stress and
+profile; a database of the world is taken (a spare when one is kept, see
+:mod:`._fork`) and the saved touched rows written into it; the episode's state and
+the random state are put back. The restored episode continues exactly as the one
+that was checkpointed would have.
+
+Its record names the checkpointed episode and turn as its parent, unless
+``resume=True``: then it *is* that episode, continued (the same id and lineage), as
+when a runner picks up an episode after its worker died (the record then equals an
+uninterrupted one's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import frozen_world
+from ..worlds import World, load_world
+from ._checkpoint import CheckpointError, decode, read_header
+from ._customer import Customer
+from ._delta import DatabaseDelta, apply_delta
+from ._env import RehearsalEnv
+from ._episode import Episode
+from ._fork import give_back, take_database
+from ._lineage import Lineage
+from ._state import load_episode_state, set_rng_state
+
+
+def restore(data: bytes, *, world: World | None = None, backend: str | None = None,
+            customer: Customer | None = None, resume: bool = False, **backend_options: Any) -> RehearsalEnv:
+    """The env of a checkpoint, in the state it was taken in.
+
+    Args:
+        data: Bytes from :meth:`RehearsalEnv.checkpoint`.
+        world: The :class:`World` to restore into (default: the registered world the checkpoint names;
+            pass the object for a world that is not registered by name, e.g. one built in a test).
+        backend: The database backend (default: the checkpoint's; the saved state is the same on every one).
+        customer: The customer (default: the scripted customer); it must be of the checkpointed kind.
+        resume: Continue the same episode (same id, no new lineage) instead of a new one whose parent it is.
+        backend_options: Passed to the backend (PostgreSQL: ``dsn``); a checkpoint never holds them.
+
+    Raises:
+        CheckpointError: the bytes are not a checkpoint, are truncated or edited, or were made by another
+            package version or for another world version.
+        DatabaseError: the database could not be opened or the saved rows written.
+    """
+    header = read_header(data)
+    base = world if world is not None else _world(header["world"])
+    if base.name != header["world"]:
+        raise CheckpointError(f"the checkpoint is of world {header['world']!r}; world= is {base.name!r}")
+    checkpoint = decode(data, frozen_world(base, header["anchor"]))  # digest, versions: before anything is built
+    try:
+        scenario = base.scenario(header["scenario"])
+    except KeyError:
+        raise CheckpointError(f"the checkpoint's scenario {header['scenario']!r} is not one of world "
+                              f"{base.name!r}'s") from None
+    settings = checkpoint.payload["env"]
+    env = RehearsalEnv(scenario, base, backend=backend or header["backend"], freeze_time=header["anchor"],
+                       stress=bool(settings["stress"]), profile=settings["profile"], customer=customer,
+                       **backend_options)
+    env.freeze_time_source = str(settings["freeze_time_source"])
+    db = take_database(env.world, env.backend, backend_options)
+    try:
+        apply_delta(db, DatabaseDelta.from_json(checkpoint.payload["database"]))
+    except BaseException:
+        give_back(env.world, env.backend, backend_options, db)
+        raise
+    env._db, env._owns_db, env._spare_db = db, True, True
+    try:
+        episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer)
+        load_episode_state(episode, checkpoint.payload["episode"])
+        env._np_random, env._np_random_seed = set_rng_state(checkpoint.payload["rng"])
+    except (KeyError, TypeError, ValueError) as exc:
+        env.close()
+        raise CheckpointError(f"the checkpoint's episode state could not be read back: {exc}") from exc
+    if not resume:
+        episode.id = None
+        episode.lineage = Lineage(str(header["episode_id"]), int(header["turn"]), "restore")
+    env._episode = episode
+    return env
+
+
+def _world(name: str) -> World:
+    try:
+        return load_world(name)
+    except KeyError as exc:
+        raise CheckpointError(f"the checkpoint is of world {name!r}, which this process does not have ({exc}); "
+                              "pass world= with that World") from None
