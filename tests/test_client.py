@@ -35,8 +35,9 @@ def serving(tmp_path: Path, **options: Any) -> Iterator[tuple[str, Path]]:
 
 
 def comparable(row: dict[str, Any]) -> dict[str, Any]:
-    """A record without what differs between two plays of the same episode: run id and wall times."""
-    out = {k: v for k, v in row.items() if k != "run_id"}
+    """A record without what differs between two plays of the same episode: run id, wall times, and the key
+    that played it over HTTP."""
+    out = {k: v for k, v in row.items() if k not in ("run_id", "key_id")}
     out["trace"] = [{k: v for k, v in t.items() if k != "latency_ms"} for t in row["trace"]]
     return out
 
@@ -65,6 +66,7 @@ def test_a_reference_episode_through_remote_env_matches_in_process(tmp_path: Pat
     assert reward == played.reward == 1.0
     [served] = read_records(out / "shop-outcome")
     assert comparable(to_row(served)) == comparable(to_row(expected))
+    assert (served.key_id, expected.key_id) == ("local", None)
 
 
 def test_check_env_passes_on_remote_env(tmp_path: Path) -> None:
@@ -156,7 +158,7 @@ def test_a_killed_clients_session_is_reaped_after_the_idle_timeout(tmp_path: Pat
     assert health["server"]["sessions"]["reaped"] == 1
     [reaped, _] = sorted(read_records(out / "shop-outcome"), key=lambda r: r.turns, reverse=True)
     assert reaped.ending == "gave_up" and [t.tool for t in reaped.trace] == ["get_order", "give_up"]
-    assert "sent nothing for 0.5 s" in reaped.trace[-1].action
+    assert "sent no step for 0.5 s" in reaped.trace[-1].action
 
 
 def test_remote_env_under_a_profile_reports_the_reward_detail(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 
 from ._action import MAX_ACTION_CHARS, MAX_DEPTH, MAX_TOKENS, action_text, parse_action, readable_action, record_text
 from ._checkpoint import CheckpointError, read_header
+from ._crash import ToolCrash
 from ._customer import Customer, ScriptedCustomer
-from ._env import RehearsalEnv
+from ._env import CHARSET, MAX_ACTION, MAX_OBSERVATION, RehearsalEnv
 from ._episode import Episode, TurnRecord, failure
 from ._events import Events, WriteDecision
 from ._fork import close_spares, prepare_spares
@@ -13,8 +14,11 @@ from ._restore import restore
 from ._state import NotForkable
 
 __all__ = [
+    "CHARSET",
+    "MAX_ACTION",
     "MAX_ACTION_CHARS",
     "MAX_DEPTH",
+    "MAX_OBSERVATION",
     "MAX_TOKENS",
     "CheckpointError",
     "Customer",
@@ -24,6 +28,7 @@ __all__ = [
     "NotForkable",
     "RehearsalEnv",
     "ScriptedCustomer",
+    "ToolCrash",
     "TurnRecord",
     "WriteDecision",
     "action_text",

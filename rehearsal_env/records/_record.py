@@ -18,6 +18,9 @@ Version history (:data:`RECORD_VERSION`):
     3. ``not_scored_cause``: which part failed when an episode is not scored (``world``, ``database``,
        ``provider``, ``sandbox``, ``worker``; never the agent). Version 2 parts still read (the cause
        reads as null there; their ``record_version`` stays 2).
+    4. ``tool_crashes``: every exception a world's tool raised while handling the agent's calls (returned
+       to the agent as ``status: error``; the episode went on), with its traceback. Version 2 and 3 parts
+       still read (the newer fields read as null).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 from ..provenance import Provenance
 
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
 
 
@@ -51,6 +54,27 @@ class Turn:
     """Whether the action was not carried out (malformed, unknown tool, bad arguments, outside the role)."""
     latency_ms: float
     """Wall time to execute the step, in milliseconds (diagnostic; never part of an observation)."""
+    rejected_kind: str | None = None
+    """Why a model agent's attempt was rejected (null: not rejected, or not a model agent): ``cut_off_length``
+    (the provider ended the reply at max_tokens), ``cut_off_tokens`` / ``cut_off_time`` (the agent cut off a
+    reply running past the profile's max_tokens / max_call_s), ``malformed_json`` (call arguments not JSON),
+    ``unknown_tool``, ``empty_reply`` (no text, no call), ``invalid_action`` (the env refused the call: the
+    observation says why)."""
+
+
+@dataclass(frozen=True)
+class ToolCrashRecord:
+    """One exception a world's tool raised while handling an agent's call: the world's defect, not the
+    agent's, returned to the agent as an error while the episode went on."""
+
+    turn: int
+    """The turn of the call (see ``trace``)."""
+    tool: str
+    """The tool that raised."""
+    error: str
+    """The exception's type and message, short (what the agent was shown)."""
+    traceback: str
+    """The full Python traceback (its innermost frames kept when longer than 16,000 characters)."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +244,10 @@ class EpisodeRecord:
     """Wall time of those calls, retries and their waits included, in milliseconds (null: not a model)."""
     customer_model: str | None = None
     """The model that played the customer (null: the scripted customer)."""
+    key_id: str | None = None
+    """The id of the API key that played this episode over ``rehearsal serve`` (never the key itself;
+    ``local`` for a server without keys, which accepts loopback clients only); null for an episode not
+    played over ``rehearsal serve``."""
     episode_id: str | None = None
     """The env's id of this episode (``Episode.id``): given when the episode was first forked or checkpointed,
     or by whoever ran it; null when it never was."""
@@ -231,3 +259,16 @@ class EpisodeRecord:
     holds the parent's turns up to it. Null when ``parent_episode`` is."""
     parent_kind: str | None = None
     """``fork`` or ``restore``: how this episode parted from its parent; null when ``parent_episode`` is."""
+    tool_crashes: tuple[ToolCrashRecord, ...] | None = None
+    """Every exception a world's tool raised while handling the agent's calls, in order (each was returned to
+    the agent as ``status: error`` and the episode went on; counted per tool in ``summary.json`` and on the
+    world page); empty when none; null in records of version 3 and older."""
+    world_tool_calls: int | None = None
+    """Calls of the world's own tools carried out (not ``finish``, ``give_up``, ``ask_customer`` or
+    ``retry_operation``; rejected attempts not counted); null for an episode not played."""
+    system_prompt_sha: str | None = None
+    """A model agent's system message, by content hash: its text is ``prompts/<hash>.txt`` in the run
+    directory (null: not a model agent)."""
+    tools_sha: str | None = None
+    """The tools offered to a model agent, by content hash: their JSON is ``prompts/<hash>.json`` in the run
+    directory (null: not a model agent)."""

@@ -2,14 +2,17 @@
 
 :func:`create_app` builds the FastAPI app for a :class:`ServeConfig`; :class:`ServerThread` runs it
 in a thread (tests, notebooks); :func:`run_server` runs it under uvicorn (``--workers N``).
-Sessions live in a :class:`SessionTable`; keys (:class:`KeyStore`) carry a :class:`Scope`.
+Sessions live in a :class:`SessionTable`; keys (:class:`KeyStore`) carry a :class:`Scope`; each key's
+requests get a fair share of the worker threads (:class:`FairLimiter`).
 """
 
-from ._app import CONFIG_ENV, ServeConfig, app_from_environment, create_app
+from ._app import app_from_environment, create_app
+from ._config import CONFIG_ENV, ServeConfig
+from ._fair import FairLimiter
 from ._keys import SCOPES, ApiKey, KeyStore, Scope, default_keys_path
 from ._recorder import SERVE_FILE, Recorder, RunDir
 from ._server import KEEP_ALIVE_S, ServerThread, run_server
-from ._sessions import (
+from ._session import (
     AtCapacity,
     EnvironmentFailed,
     Forbidden,
@@ -17,10 +20,10 @@ from ._sessions import (
     Principal,
     Session,
     SessionError,
-    SessionTable,
     StepConflict,
     verdict_view,
 )
+from ._sessions import SessionTable
 
 __all__ = [
     "CONFIG_ENV",
@@ -30,6 +33,7 @@ __all__ = [
     "ApiKey",
     "AtCapacity",
     "EnvironmentFailed",
+    "FairLimiter",
     "Forbidden",
     "KeyStore",
     "NotFound",

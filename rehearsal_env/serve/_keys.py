@@ -11,6 +11,7 @@ import hmac
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -21,6 +22,8 @@ from filelock import FileLock
 from .._home import home
 
 PREFIX = "rk_"
+MAX_AGENT_NAME = 200
+"""Longest agent name (as the API's ``agent.name``)."""
 
 
 class Scope(StrEnum):
@@ -50,6 +53,8 @@ class ApiKey:
     """When it was created (ISO 8601, UTC)."""
     digest: str
     """SHA-256 of the whole key, hex."""
+    agents: tuple[str, ...] = ()
+    """The agent names the key may play as (``rehearsal keys create --agent NAME``); empty: any name."""
 
 
 def default_keys_path() -> Path:
@@ -74,8 +79,9 @@ class KeyStore:
             return []
         try:
             data = json.loads(self.path.read_text())
-            return [ApiKey(k["id"], Scope(k["scope"]), k["name"], k["created"], k["digest"]) for k in data["keys"]]
-        except (ValueError, KeyError, TypeError) as exc:
+            return [ApiKey(k["id"], Scope(k["scope"]), k["name"], k["created"], k["digest"],
+                           tuple(str(a) for a in k.get("agents", ()))) for k in data["keys"]]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{self.path}: expected a keys file written by `rehearsal keys create` "
                              f"({{\"keys\": [...]}}); it cannot be read ({exc}). Move it away and create "
                              f"new keys") from exc
@@ -83,21 +89,27 @@ class KeyStore:
     def _write(self, keys: list[ApiKey]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        body = {"keys": [{**asdict(k), "scope": k.scope.value} for k in keys]}
+        body = {"keys": [{**asdict(k), "scope": k.scope.value, "agents": list(k.agents)} for k in keys]}
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(body, indent=2) + "\n")
         os.replace(tmp, self.path)
 
-    def create(self, scope: str | Scope, name: str = "") -> tuple[ApiKey, str]:
-        """A new key of ``scope``: (its stored entry, the key itself, which is shown only now)."""
+    def create(self, scope: str | Scope, name: str = "", agents: Sequence[str] = ()) -> tuple[ApiKey, str]:
+        """A new key of ``scope`` (bound to the agent names ``agents``, if any): (its stored entry, the key
+        itself, which is shown only now)."""
         try:
             scope = Scope(scope)
         except ValueError:
             raise ValueError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}") from None
+        for agent in agents:
+            if not 1 <= len(agent) <= MAX_AGENT_NAME or not agent.isprintable():
+                raise ValueError(f"expected agent names of 1 to {MAX_AGENT_NAME} printable characters; got "
+                                 f"{agent[:40]!r} ({len(agent)} characters)")
         key_id = secrets.token_hex(4)
         secret = f"{PREFIX}{key_id}_{secrets.token_urlsafe(24)}"
-        entry = ApiKey(key_id, scope, name, datetime.now(UTC).isoformat(timespec="seconds"), _digest(secret))
+        entry = ApiKey(key_id, scope, name, datetime.now(UTC).isoformat(timespec="seconds"), _digest(secret),
+                       tuple(dict.fromkeys(agents)))
         with self._lock:
             keys = self._read()
             self._write([*keys, entry])

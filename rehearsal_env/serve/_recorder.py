@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from ..provenance import OUTCOME_PROFILE, Provenance
-from ..records import EpisodeRecord, part_files, write_bytes_atomic, write_part
+from ..records import EpisodeRecord, part_files, seal_run, write_bytes_atomic, write_part
 from ..records import next_part as first_free_part
 from ..runner import SummaryRow, summarize
 
@@ -116,6 +116,7 @@ class Recorder:
             part = write_part(path, numbered, first_free_part(path))
             _write_json(path / _REPEATS, counters)
             self._write_summary(path)
+            seal_run(path)  # the served run as it stands, signed with the server's signing key
         return part
 
     @staticmethod

@@ -20,7 +20,8 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.supervisors import Multiprocess
 
-from ._app import CONFIG_ENV, ServeConfig, create_app
+from ._app import create_app
+from ._config import CONFIG_ENV, ServeConfig
 
 
 class ServerThread:
