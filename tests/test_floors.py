@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rehearsal_env"
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     # the world: its parts, bottom up
-    ("_version", "_home", "schema", "checks"),
+    ("_version", "_home", "_atomic", "_process", "schema", "checks"),
     ("backends",),
     ("services", "verdict"),
     ("tools",),
@@ -46,6 +46,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("client", "integrations"),
     ("measure",),
     ("readiness", "improve"),
+    # outside harnesses: an episode and the product's tools over MCP, the model gateway, ATIF
+    ("harness",),
     ("cli",),
     ("__init__",),
 )

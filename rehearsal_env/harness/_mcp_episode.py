@@ -1,0 +1,203 @@
+"""An episode as an MCP server: the role's tools, the scenario as a prompt and resources, one step per call.
+
+Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server` so that each tool's
+``inputSchema`` is exactly the world's JSON schema and nothing is validated before the env sees it:
+
+- ``tools/list``: the role's tools (``finish``, ``give_up``, ``ask_customer`` included), in order;
+- ``tools/call``: one env step (:meth:`~._episode.HostedEpisode.call`); arguments that do not fit the
+  schema, or a tool the role lacks, is a rejected attempt (``isError`` true, the episode goes on);
+  the call that ends the episode carries the verdict and reward in ``structuredContent``;
+- a second ``tools/call`` while one is running is refused with a JSON-RPC error (``-32600``), not
+  carried out and not a turn; malformed JSON-RPC gets the SDK's protocol errors;
+- ``prompts``: ``scenario``, the system prompt (role, policies) and the customer's request;
+- ``resources``: ``rehearsal://episode`` (the episode as it stands: opening, verdict once ended) and
+  ``rehearsal://policies``.
+
+One episode per MCP session: started at the session's first request, settled when the session closes
+(``gave_up``: the harness disconnected) or when it has been idle for the idle timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
+
+from .._version import __version__
+from ..integrations import system_prompt
+from ..serve import Principal
+from ._episode import EpisodeSpec, EpisodeTable, HostedEpisode
+from ._ledger import Ledger
+
+LINK_HEADER = "x-rehearsal-link"
+"""The HTTP header (or ``?link=`` query parameter) that names an episode's gateway link over streamable HTTP."""
+EPISODE_URI = "rehearsal://episode"
+POLICIES_URI = "rehearsal://policies"
+PROMPT = "scenario"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EpisodeServerConfig:
+    """How ``rehearsal mcp --scenario`` hosts episodes."""
+
+    spec: EpisodeSpec
+    """The episode every session plays."""
+    who: Principal
+    """Who starts the episodes (the key's id and scope; ``local`` without a key)."""
+    idle_timeout: float = 300.0
+    """Seconds without a call after which a running episode is settled as given up."""
+    ledger: Ledger | None = None
+    """The gateway's ledger, whose calls are reported as the episode's tokens (None: no gateway)."""
+    link: str | None = None
+    """The gateway link of a stdio session's episode (default: the episode id)."""
+
+
+class _Slot:
+    """The episode of one MCP session (created at its first request)."""
+
+    def __init__(self) -> None:
+        self.episode: HostedEpisode | None = None
+        self.busy = False
+        self.creating = asyncio.Lock()
+
+
+def _link_of(request: Any) -> str | None:
+    if request is None:
+        return None
+    headers, query = getattr(request, "headers", None), getattr(request, "query_params", None)
+    return (headers.get(LINK_HEADER) if headers is not None else None) or (
+        query.get("link") if query is not None else None)
+
+
+def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
+                   on_end: Callable[[HostedEpisode], None] | None = None) -> Server[Any, Any]:
+    """The MCP server of ``config``'s episode; sessions' episodes live in ``table``.
+
+    ``on_end(episode)`` runs (in a worker thread) after each episode ends, e.g. to flush the recorder."""
+    spec = config.spec
+    tools = spec.world.tools_for(spec.scenario.role, offers_retry=spec.scenario.offers_retry)
+    listed = [types.Tool(name=t.name, description=t.description, inputSchema=dict(t.parameters))
+              for t in tools.values()]
+    prompt_text = system_prompt(spec.world, spec.scenario)
+
+    async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    async def reaper(slot: _Slot) -> None:
+        every = min(1.0, config.idle_timeout / 4)
+        while True:
+            await asyncio.sleep(every)
+            ep = slot.episode
+            if ep is None or ep.ended:
+                continue
+            if not slot.busy and time.monotonic() - ep.session.last_used > config.idle_timeout:
+                await off_loop(ep.settle, "idle_timeout")
+                if on_end is not None:
+                    await off_loop(on_end, ep)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(server: Server[Any, Any]) -> AsyncIterator[_Slot]:
+        slot = _Slot()
+        task = asyncio.create_task(reaper(slot))
+        try:
+            yield slot
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            ep = slot.episode
+            if ep is not None and not ep.ended:
+                with anyio.CancelScope(shield=True):
+                    await off_loop(ep.settle, "disconnect")
+                    if on_end is not None:
+                        await off_loop(on_end, ep)
+
+    server: Server[Any, Any] = Server("rehearsal-env", version=__version__, instructions=prompt_text,
+                                      lifespan=lifespan)
+
+    async def episode() -> HostedEpisode:
+        ctx = server.request_context
+        slot: _Slot = ctx.lifespan_context
+        async with slot.creating:
+            if slot.episode is None:
+                link = _link_of(ctx.request) or config.link
+                slot.episode = await off_loop(
+                    partial(HostedEpisode, table, config.who, spec, ledger=config.ledger, link=link))
+        return slot.episode
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        await episode()
+        return listed
+
+    async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
+        ep = await episode()
+        slot: _Slot = server.request_context.lifespan_context
+        if slot.busy:
+            raise McpError(types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"a tools/call is already running for episode {ep.id}; send one tools/call at a time and "
+                        f"wait for its result (this call was not carried out and took no turn)"))
+        slot.busy = True
+        try:
+            out = await off_loop(ep.call, req.params.name, req.params.arguments or {})
+        finally:
+            slot.busy = False
+        if out.get("ended") and on_end is not None:
+            await off_loop(on_end, ep)
+        text = json.dumps(out, sort_keys=True, default=str)
+        return types.ServerResult(types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structuredContent=json.loads(text),
+            isError=out["status"] in ("rejected", "error", "not_run")))
+
+    server.request_handlers[types.CallToolRequest] = call_tool
+
+    @server.list_prompts()
+    async def list_prompts() -> list[types.Prompt]:
+        return [types.Prompt(name=PROMPT, title=f"{spec.world.name}/{spec.scenario.id}",
+                             description="The scenario: the role, the policies and the customer's request")]
+
+    @server.get_prompt()
+    async def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
+        if name != PROMPT:
+            raise McpError(types.ErrorData(code=types.INVALID_PARAMS,
+                                           message=f"unknown prompt {name[:80]!r}; this server has {PROMPT!r}"))
+        ep = await episode()
+        request = "\n\n".join(str(m) for m in ep.opening()["observation"].get("messages") or ())
+        return types.GetPromptResult(description=f"{spec.world.name}/{spec.scenario.id}", messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=prompt_text)),
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=request))])
+
+    @server.list_resources()
+    async def list_resources() -> list[types.Resource]:
+        return [types.Resource(uri=EPISODE_URI, name="episode", mimeType="application/json",  # type: ignore[arg-type]
+                               description="The episode: its id, the customer's request, the verdict once ended"),
+                types.Resource(uri=POLICIES_URI, name="policies", mimeType="text/plain",  # type: ignore[arg-type]
+                               description="The world's policies the agent must follow")]
+
+    @server.read_resource()
+    async def read_resource(uri: Any) -> str:
+        if str(uri) == POLICIES_URI:
+            return "\n".join(f"- {p.text}" for p in spec.world.policies)
+        if str(uri) != EPISODE_URI:
+            raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"unknown resource {str(uri)[:120]!r}; "
+                                           f"this server has {EPISODE_URI} and {POLICIES_URI}"))
+        ep = await episode()
+        body = ep.opening()
+        if ep.ended:
+            body.update(ep.ending())
+        return json.dumps(body, sort_keys=True, default=str)
+
+    return server

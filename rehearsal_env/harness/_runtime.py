@@ -1,0 +1,73 @@
+"""An episode server with its session table and recorder: what ``rehearsal mcp --scenario`` runs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp.server.lowlevel import Server
+
+from ..records import write_bytes_atomic
+from ..serve import Recorder
+from ._episode import EpisodeTable, HostedEpisode
+from ._mcp_episode import EpisodeServerConfig, episode_server
+
+GATEWAY_FOLDER = "gateway"
+"""The folder of a run directory holding each gateway episode's model calls (``<episode id>.jsonl``)."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where episodes run and are recorded."""
+
+    out: str | Path = "runs/mcp"
+    """Recorded into ``OUT/<world>-<profile>/`` run directories, like served episodes."""
+    backend: str = "sqlite"
+    """sqlite or postgres."""
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    """Backend options (PostgreSQL: ``dsn``)."""
+    stress: bool = True
+    """Whether the stress layer is on."""
+    max_sessions: int = 64
+    """Episodes live at once (one per MCP session)."""
+
+
+@dataclass
+class EpisodeRuntime:
+    """The MCP server, its table and recorder; :meth:`close` records what is left and closes the databases."""
+
+    server: Server[Any, Any]
+    table: EpisodeTable
+    recorder: Recorder
+
+    def close(self) -> None:
+        self.table.close()
+        self.recorder.flush()
+
+
+def _keep_calls(episode: HostedEpisode) -> None:
+    """Copy the gateway's calls of an ended episode into its run directory, beside its records."""
+    run_dir = episode.session.run_dir
+    if episode.ledger is None or run_dir is None:
+        return
+    calls = episode.ledger.read(episode.link)[:episode.counted]
+    folder = run_dir.path / GATEWAY_FOLDER
+    folder.mkdir(exist_ok=True)
+    text = "".join(json.dumps(c, sort_keys=True) + "\n" for c in calls)
+    write_bytes_atomic(folder / f"{episode.id}.jsonl", text.encode())
+
+
+def episode_runtime(config: EpisodeServerConfig, storage: Storage | None = None) -> EpisodeRuntime:
+    """The episode server of ``config``, recording into ``storage.out`` (each episode written as it ends)."""
+    storage = storage or Storage()
+    recorder = Recorder(storage.out, backend=storage.backend, stress=storage.stress, flush_every=1)
+    table = EpisodeTable(backend=storage.backend, backend_options=storage.backend_options, stress=storage.stress,
+                         max_sessions=storage.max_sessions, idle_timeout=config.idle_timeout, recorder=recorder)
+
+    def ended(episode: HostedEpisode) -> None:
+        recorder.flush()
+        _keep_calls(episode)
+
+    return EpisodeRuntime(episode_server(config, table, on_end=ended), table, recorder)
