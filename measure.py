@@ -5,6 +5,8 @@
     python measure.py ... --json              the same as JSON
     python measure.py ... --plot FILE.png     also draw per-scenario outcomes
     python measure.py --coverage-study        simulate: do the 95% intervals cover, does the floor hold?
+    python measure.py --sequential-study      simulate: rehearsal compare's error under continuous monitoring,
+                                              and the episodes it saves against a fixed design
 
 Runs whose provenance differs are refused (naming the fields) unless --force is given. The
 statistics live in :mod:`rehearsal_env.measure`; this file only parses arguments and prints.
@@ -23,9 +25,11 @@ from rehearsal_env.measure import (
     format_comparison,
     format_coverage,
     format_report,
+    format_sequential,
     load_run,
     plot_runs,
     select_agent,
+    sequential_study,
     summarize,
     to_json,
 )
@@ -44,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="compare even when provenance differs (warns)")
     p.add_argument("--coverage-study", action="store_true",
                    help="run the seeded coverage study of the intervals and the floor, print its table")
+    p.add_argument("--sequential-study", action="store_true",
+                   help="run the seeded study of sequential comparisons (rehearsal compare), print its tables")
     p.add_argument("--replicates", type=int, default=2000, help="coverage study: simulated suites per cell")
     p.add_argument("--seed", type=int, default=12, help="coverage study: seed")
     p.add_argument("--markdown", action="store_true", help="coverage study: Markdown tables")
@@ -58,8 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         study = coverage_study(replicates=args.replicates, seed=args.seed)
         print(format_coverage(study, markdown=args.markdown))
         return 1 if any(c.status == "UNEXPECTED" for c in study.cells) else 0
+    if args.sequential_study:
+        seq = sequential_study(replicates=args.replicates, seed=args.seed)
+        print(format_sequential(seq, markdown=args.markdown))
+        return 1 if any(c.sequential > 0.05 for c in seq.nulls) else 0
     if args.run_a is None:
-        parser.error("expected RUN_DIR (or --coverage-study)")
+        parser.error("expected RUN_DIR (or --coverage-study, --sequential-study)")
     try:
         runs_a = load_run(args.run_a, split=args.split)
         if args.run_b is None:

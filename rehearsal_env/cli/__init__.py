@@ -10,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _eval, _health, _import, _improve, _keys, _mcp, _profile, _readiness, _run, _serve, _world
+from . import _compare, _eval, _health, _import, _improve, _keys, _mcp, _profile, _readiness, _run, _serve, _world
 
-COMMANDS = (_run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import, _improve, _mcp)
+COMMANDS = (_run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import, _improve, _mcp, _compare)
 
 
 def build_parser() -> argparse.ArgumentParser:

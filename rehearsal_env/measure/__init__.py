@@ -33,6 +33,20 @@ from ._intervals import (
 from ._load import AgentRun, RunError, ScenarioEpisodes, load_run, select_agent
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 from ._passk import PassK, pass_all, pass_any, pass_k_table
+from ._seqrun import SEQUENTIAL_FILE, SequentialResult, compare_sequentially, play_order
+from ._seqstudy import NullCell, PowerRow, SequentialStudy, format_sequential, sequential_study
+from ._sequential import (
+    BATCH_PAIRS,
+    BUDGET,
+    BUDGET_MULTIPLE,
+    DESIGN_REPEATS,
+    DIFFERENCE,
+    WITHIN_FLOOR,
+    Look,
+    looks,
+)
+from ._sequential import METHOD as SEQUENTIAL_METHOD
+from ._sequential import REFERENCE as SEQUENTIAL_REFERENCE
 from ._summary import AgentReport, summarize
 
 
@@ -45,6 +59,25 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
 
 
 __all__ = [
+    "BATCH_PAIRS",
+    "BUDGET",
+    "BUDGET_MULTIPLE",
+    "DESIGN_REPEATS",
+    "DIFFERENCE",
+    "SEQUENTIAL_FILE",
+    "SEQUENTIAL_METHOD",
+    "SEQUENTIAL_REFERENCE",
+    "WITHIN_FLOOR",
+    "Look",
+    "NullCell",
+    "PowerRow",
+    "SequentialResult",
+    "SequentialStudy",
+    "compare_sequentially",
+    "format_sequential",
+    "looks",
+    "play_order",
+    "sequential_study",
     "BELOW_FLOOR",
     "KNOWN",
     "MIN_SCENARIOS",

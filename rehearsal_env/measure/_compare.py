@@ -44,10 +44,20 @@ import numpy as np
 
 from rehearsal_env.provenance import differing_fields, lookup
 
-from ._floor import ALPHA, MIN_SCENARIOS, inverse_repeats, observed_floor, paired_floor, too_few, within_variance
+from ._floor import (
+    ALL_AGREED,
+    ALPHA,
+    MIN_SCENARIOS,
+    inverse_repeats,
+    observed_floor,
+    paired_floor,
+    too_few,
+    within_variance,
+)
 from ._intervals import REWARD_BOUNDS, difference_bounds
 from ._load import AgentRun, RunError
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
+from ._seqreport import SequentialCheck, sequential_check
 
 COMPARED = ("verified", "rule_violated", "reward")
 """Metrics compared between two runs."""
@@ -179,6 +189,9 @@ class Comparison:
     """For runs of the same checkpoint; None otherwise."""
     not_scored: tuple[tuple[int, int, tuple[tuple[str, int], ...]], ...] = ()
     """Per run (A, B): (not-scored episodes, every episode, ((cause, count), ...))."""
+    sequential: SequentialCheck | None = None
+    """When A and B are the two runs of one ``rehearsal compare``: the anytime-valid interval of the verified
+    rate's difference, recomputed from the records; None otherwise."""
 
 
 def compare(a: AgentRun, b: AgentRun, force: bool = False) -> Comparison:
@@ -199,6 +212,7 @@ def compare(a: AgentRun, b: AgentRun, force: bool = False) -> Comparison:
         only_in_a=tuple(sorted(set(va) - set(vb))), only_in_b=tuple(sorted(set(vb) - set(va))),
         metrics=metrics, reproducibility=_reproducibility(a, b, metrics[0]) if same else None,
         not_scored=tuple((r.n_not_scored, r.n_episodes, tuple(r.not_scored_causes.items())) for r in (a, b)),
+        sequential=sequential_check(a, b),
     )
 
 
@@ -227,8 +241,13 @@ def _metric(metric: str, a: AgentRun, b: AgentRun, same: bool) -> MetricComparis
     else:
         tests = (sign_flip(d), paired_t(d))
     floor, source = _within_floor(va, vb)
-    if floor is None and same and source.startswith("unknown"):
-        floor, source = observed_floor(d), "observed between these two runs of the same checkpoint"
+    if floor is None and same and source.startswith("unknown") and n >= MIN_SCENARIOS:
+        observed = observed_floor(d)
+        if observed > 0:
+            floor, source = observed, "observed between these two runs of the same checkpoint"
+        else:
+            source = ("unknown: the two runs of the same checkpoint agreed on every scenario, so the observed floor "
+                      "would be 0, which no suite resolves; run more repeats (repeats >= 2)")
     corr = float(np.corrcoef(ma, mb)[0, 1]) if n >= 2 and np.std(ma) > 0 and np.std(mb) > 0 else None
     significant = bool(tests[0].p_value < ALPHA)
     below = None if floor is None else bool(abs(diff) < floor)
@@ -257,6 +276,8 @@ def _within_floor(va: list[np.ndarray], vb: list[np.ndarray]) -> tuple[float | N
         return None, "not given: " + too_few(n)
     sa, sb = within_variance(va), within_variance(vb)
     ia, ib = inverse_repeats(va), inverse_repeats(vb)
+    if not sa and not sb and (sa is not None or sb is not None):  # repeats, and every one agreed: 0 is unknown
+        return None, "unknown: " + ALL_AGREED.replace("the scored repeats", "the scored repeats of both runs")
     if sa is not None and sb is not None:
         return paired_floor(sa, ia, sb, ib, n), "from the within-scenario variance of both runs' scored repeats"
     if sa is not None:

@@ -50,6 +50,10 @@ MIN_SCENARIOS = 5
 HOW_TO_GET = ("each scenario ran once, so the within-scenario disagreement is unknown; run every scenario "
               "at least twice (repeats >= 2), or run the same checkpoint twice and pass both run directories")
 """What to do when the floor is unknown."""
+ALL_AGREED = ("the scored repeats agreed on every scenario, so no disagreement was observed and a floor estimated "
+              "from them would be 0, which no suite resolves: the floor is unknown, not zero. Run more repeats "
+              "(repeats >= 5), or run the same checkpoint twice and pass both run directories")
+"""What to say when every scenario's repeats agreed (sw2 = 0)."""
 
 
 def too_few(n: int) -> str:
@@ -122,16 +126,14 @@ def run_floor(metric: str, values: Sequence[np.ndarray], binary: bool) -> Floor:
     sw2 = within_variance(present)
     inv_k = inverse_repeats(present)
     kh = 1 / inv_k if n else None
-    if n < MIN_SCENARIOS or sw2 is None:
-        note = "not given: " + too_few(n) if n < MIN_SCENARIOS else "unknown: " + HOW_TO_GET
+    if n < MIN_SCENARIOS or sw2 is None or sw2 == 0:
+        note = ("not given: " + too_few(n) if n < MIN_SCENARIOS else "unknown: " + HOW_TO_GET if sw2 is None
+                else "unknown: " + ALL_AGREED)
         return Floor(metric=metric, known=False, repeats=k, n_scenarios=n, within_variance=None,
                      flip_rate=None, floor_k=None, floor_1=None, note=note, harmonic_repeats=kh)
     rf_k = floor_from_variance(sw2, n, inv_k)
     note = (f"a true difference of {rf_k:.3f} between two runs like this one is detected 80% of the time "
             f"(alpha {ALPHA}, two-sided); a smaller one less often")
-    if sw2 == 0:
-        note = ("the scored repeats agreed on every scenario, so no disagreement was observed; more "
-                "repeats may still show some")
     return Floor(metric=metric, known=True, repeats=k, n_scenarios=n, within_variance=sw2,
                  flip_rate=2 * sw2 if binary else None, floor_k=rf_k, floor_1=floor_from_variance(sw2, n, 1.0),
                  note=note, harmonic_repeats=kh)

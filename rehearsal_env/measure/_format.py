@@ -70,6 +70,8 @@ def format_report(r: AgentReport) -> str:
              f"  {r.n_scenarios} scenarios scored, {repeats}: {r.n_scored} scored episodes; "
              f"{r.n_not_scored} not scored ({r.not_scored_share:.1%} of {total} episodes; excluded from every "
              f"rate{causes}); scenarios per split: {splits}"]
+    if r.sequential:
+        lines.append(f"  {r.sequential}")
     if not r.balanced:
         lines.append("  unbalanced repeats after exclusions: each scenario still weighs the same")
     if r.missing_rewards:
@@ -139,6 +141,13 @@ def format_comparison(c: Comparison) -> str:
                          f"other: A - B between {m.worst_low:+.3f} and {m.worst_high:+.3f}")
         lines.append(f"      => {m.result}")
         lines.append(f"         {m.power}")
+        if m.metric == "verified" and c.sequential is not None:
+            s, lk = c.sequential, c.sequential.look
+            lines.append(f"      stopped sequentially ({s.decision}): anytime-valid 95% interval of A - B "
+                         f"[{lk.low:+.3f}, {lk.high:+.3f}] over {lk.pairs} pairs (beside the fixed-sample "
+                         f"[{m.low:+.3f}, {m.high:+.3f}]); e-value against no difference {lk.e_value:.3g}, floor "
+                         f"{lk.floor:.3f}")
+            lines.append(f"      {s.note}")
     rep = c.reproducibility
     if rep is not None:
         lines += [

@@ -79,7 +79,8 @@ class Estimate:
     count: int | None = None
     """For 0/1 outcomes: episodes where the outcome is 1; None for rewards."""
     n_eff: float | None = None
-    """For rates: the effective sample size the Wilson interval used; None for rewards."""
+    """The effective sample size the Wilson (score) interval used; None for a reward whose q(1-q)/SE^2 exceeds
+    the episodes (its rewards vary less than 0/1 outcomes would: that is no sample size)."""
     design_effect: float | None = None
     """For rates: SE^2 / (p(1-p)/N), how much clustering inflates the variance; None with one repeat."""
     exact_upper: float | None = None
@@ -290,15 +291,18 @@ def mean_estimate(values: Sequence[np.ndarray], bounds: tuple[float, float] = RE
     worst = se == 0 or math.isnan(se) or m <= a or m >= b
     df = "z, binomial (worst-case) dispersion" if worst else f"t on {n - 1} df"
     widened = "" if (a, b) == tuple(bounds) else " (bounds widened to the rewards observed)"
+    # q(1-q)/SE^2 above the episodes is no sample size: the rewards vary less than 0/1 outcomes would
+    size = (f"n_eff {n_eff:.1f}" if n_eff <= episodes else
+            f"dispersion {episodes / n_eff:.2f} x binomial (no effective sample size above the {episodes} episodes)")
     return Estimate(
         value=m,
         low=low,
         high=high,
         se=se if n >= 2 else math.nan,
-        method=f"bounded score interval on [{a:g}, {b:g}]{widened}, {df}, n_eff {n_eff:.1f}",
+        method=f"bounded score interval on [{a:g}, {b:g}]{widened}, {df}, {size}",
         n_scenarios=n,
         n_episodes=episodes,
-        n_eff=n_eff,
+        n_eff=n_eff if n_eff <= episodes else None,
         bounds=(a, b),
     )
 

@@ -23,6 +23,7 @@ from ._floor import MIN_SCENARIOS, Floor, inverse_repeats, run_floor, too_few
 from ._intervals import REWARD_BOUNDS, Estimate, mean_estimate, rate_estimate
 from ._load import AgentRun
 from ._passk import PassK, pass_k_table
+from ._seqreport import describe, read_marker
 
 RATES = ("verified", "rule_violated", "false_completion")
 """The 0/1 metrics, in report order."""
@@ -83,6 +84,8 @@ class AgentReport:
     """Metric -> its estimate with not-scored episodes counted as failures; empty when all were scored."""
     warnings: tuple[str, ...]
     """Plain statements the reader must see first (too few scenarios)."""
+    sequential: str | None = None
+    """When ``rehearsal compare`` stopped this run sequentially: that, and what it decided; None otherwise."""
 
 
 def worst_case(run: AgentRun) -> dict[str, Estimate]:
@@ -104,6 +107,7 @@ def summarize(run: AgentRun) -> AgentReport:
     verified = per["verified"]
     n = len(verified)
     total = run.n_episodes
+    marker = read_marker(run.run)
     return AgentReport(
         run=run.run,
         agent=run.agent,
@@ -129,4 +133,5 @@ def summarize(run: AgentRun) -> AgentReport:
         ),
         worst_case=worst_case(run),
         warnings=(f"WARNING: {too_few(n)}",) if n < MIN_SCENARIOS else (),
+        sequential=describe(marker) if marker is not None else None,
     )

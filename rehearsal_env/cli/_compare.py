@@ -1,0 +1,98 @@
+"""``rehearsal compare A B``: play two agents on the same scenarios in paired batches until it is decided."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from pathlib import Path
+
+from ..backends import BACKENDS
+from ..measure import (
+    BATCH_PAIRS,
+    BUDGET,
+    BUDGET_MULTIPLE,
+    DESIGN_REPEATS,
+    DIFFERENCE,
+    SEQUENTIAL_FILE,
+    SEQUENTIAL_METHOD,
+    SEQUENTIAL_REFERENCE,
+    Look,
+    compare_sequentially,
+)
+from ..runner import RunConfig
+from ..worlds import backend_for, load_world
+from ._models import add_model_options, with_model_options
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "compare", help="decide A vs B sequentially: paired batches until the difference is decided",
+        description="Play agents A and B on the same scenarios in paired batches (a seeded order, every scenario "
+                    "before any repeats) and stop as soon as an anytime-valid 95% interval of the verified-rate "
+                    "difference A - B excludes 0, lies inside +-floor, or the budget is spent. Writes OUT/A and "
+                    f"OUT/B, two ordinary runs marked {SEQUENTIAL_FILE}; `python measure.py OUT/A OUT/B` reads them.")
+    p.add_argument("agent_a", metavar="A", help="agent A: reference, null, wrong:<name>, openai:MODEL or a profile")
+    p.add_argument("agent_b", metavar="B", help="agent B, the same kinds")
+    p.add_argument("--world", required=True, help="world name (see `rehearsal world list`)")
+    p.add_argument("--split", choices=("train", "dev", "holdout"), help="only this split (default: all)")
+    p.add_argument("--max-episodes", type=int, metavar="N",
+                   help=f"budget: most episodes per agent (default: {BUDGET_MULTIPLE} x scenarios x --repeats)")
+    p.add_argument("--repeats", type=int, default=DESIGN_REPEATS, metavar="K",
+                   help=f"the fixed design this replaces, every scenario K times; its resolution floor is the "
+                        f"'no difference this suite could resolve' bound (default: {DESIGN_REPEATS})")
+    p.add_argument("--floor", type=float, help="use this floor instead of estimating it from the pairs so far")
+    p.add_argument("--batch-size", type=int, default=BATCH_PAIRS, metavar="PAIRS",
+                   help=f"pairs per batch; the interval is looked at after each (default: {BATCH_PAIRS})")
+    p.add_argument("--order-seed", type=int, default=0, help="seed of the play order (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="base reset seed; repeat k resets with seed + k (default: 0)")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="database backend (default: what the world's tools need)")
+    p.add_argument("--out", help="directory for the two runs, OUT/A and OUT/B (default: runs/compare-<id>)")
+    add_model_options(p)
+    p.set_defaults(handler=handle)
+
+
+def _line(look: Look, episodes: int) -> str:
+    return (f"  {episodes:>5} episodes each, {look.pairs:>5} pairs: A - B = {look.estimate:+.3f}, anytime-valid 95% "
+            f"[{look.low:+.3f}, {look.high:+.3f}], floor {look.floor:.3f}, e-value {look.e_value:.3g}"
+            + (f"  => {look.decision}" if look.decision else ""))
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.max_episodes is not None and args.max_episodes < 1:
+        raise ValueError(f"expected --max-episodes >= 1, got {args.max_episodes}")
+    if args.repeats < 1 or args.batch_size < 1:
+        raise ValueError(f"expected --repeats >= 1 and --batch-size >= 1, got {args.repeats} and {args.batch_size}")
+    if args.floor is not None and not 0 < args.floor < 2:
+        raise ValueError(f"expected --floor in (0, 2) (a difference of verified rates), got {args.floor}")
+    backend = args.backend or backend_for(load_world(args.world))
+    configs = [with_model_options(RunConfig(world=args.world, agent=agent, split=args.split, seed=args.seed,
+                                            backend=backend), args)
+               for agent in (args.agent_a, args.agent_b)]
+    out = Path(args.out or Path("runs") / f"compare-{uuid.uuid4().hex[:12]}")
+    print(f"compare A = {args.agent_a} vs B = {args.agent_b} on world {args.world} "
+          f"(split {args.split or 'all'}): {SEQUENTIAL_METHOD}")
+    result = compare_sequentially(configs[0], configs[1], out, max_episodes=args.max_episodes,
+                                  design_repeats=args.repeats, floor=args.floor, batch_pairs=args.batch_size,
+                                  order_seed=args.order_seed, on_look=lambda look, n: print(_line(look, n)))
+    final = result.final
+    if final is None:
+        print(f"no pair was scored in both runs in {result.episodes} episodes each: nothing decided")
+    elif result.decision == DIFFERENCE:
+        hi, lo = ("A", "B") if final.estimate > 0 else ("B", "A")
+        print(f"decided after {result.episodes} of {result.budget} episodes each: {hi}'s verified rate is higher "
+              f"than {lo}'s (A - B = {final.estimate:+.3f}, anytime-valid 95% interval "
+              f"[{final.low:+.3f}, {final.high:+.3f}])")
+    elif result.decision == BUDGET:
+        print(f"budget spent ({result.budget} episodes each) without a decision: A - B = {final.estimate:+.3f}, "
+              f"anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}]; neither a difference nor one "
+              f"within the floor ({final.floor:.3f}) is shown")
+    else:
+        print(f"decided after {result.episodes} of {result.budget} episodes each: no difference this suite could "
+              f"resolve; the anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}] lies inside "
+              f"+-{final.floor:.3f}, the floor")
+    if result.left_out:
+        print(f"{result.left_out} pair(s) left out: an episode of the pair was not scored")
+    print(f"wrote {result.run_a} and {result.run_b} (measure them with `python measure.py {result.run_a} "
+          f"{result.run_b}`)\nmethod: {SEQUENTIAL_REFERENCE}")
+    return 0

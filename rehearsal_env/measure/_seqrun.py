@@ -1,0 +1,199 @@
+"""Playing a sequential comparison: A and B on the same scenarios in paired batches, stopping once decided.
+
+Both agents get an ordinary run directory (``run.json``, ``episodes.parquet/`` parts with their manifest,
+``provenance.json``, ``summary.json``, sealed like any run), written through the runner's public entry points,
+plus :data:`SEQUENTIAL_FILE`, the marker that the stopping was sequential: the method, the order seed, the
+budget, every look and the decision. The plan in ``run.json`` is the whole budget in play order: a fresh
+permutation of the scenarios per round (numpy's ``default_rng([seed, round])``), every scenario before any
+repeats; round r is repeat r, reset with seed ``config.seed + r`` as in any run. Batch i of the plan holds
+the same (scenario, repeat) pairs in both runs. ``rehearsal run --resume DIR`` would play the rest of the
+budget as a fixed design; the marker then no longer describes the run (measure says so).
+
+A pair whose episode is not scored in either run is left out of the decision (and counted).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends import open_database
+from ..records import EPISODES_DIR, MANIFEST, EpisodeRecord, seal_run, write_bytes_atomic, write_part
+from ..runner import AgentFactory, EpisodeSpec, RunConfig, begin_run, run_batch, run_lock, start_run, write_summary
+from ._seqreport import SEQUENTIAL_FILE
+from ._sequential import (
+    ALPHA,
+    BATCH_PAIRS,
+    BUDGET,
+    BUDGET_MULTIPLE,
+    DESIGN_REPEATS,
+    METHOD,
+    REFERENCE,
+    Look,
+    looks,
+)
+
+
+@dataclass(frozen=True)
+class SequentialResult:
+    """A finished sequential comparison."""
+
+    run_a: str
+    """A's run directory."""
+    run_b: str
+    """B's run directory."""
+    agent_a: str
+    """A's agent."""
+    agent_b: str
+    """B's agent."""
+    scenarios: int
+    """Scenarios both agents play."""
+    budget: int
+    """Most episodes per agent."""
+    episodes: int
+    """Episodes each agent played."""
+    pairs: int
+    """Pairs with both episodes scored (the decision's data)."""
+    left_out: int
+    """Pairs left out because an episode was not scored."""
+    decision: str
+    """``difference``, ``within the floor`` or ``budget``."""
+    looks: tuple[Look, ...]
+    """The interval and decision after every batch."""
+    floor_given: float | None
+    """The floor given (None: estimated from the pairs at each look)."""
+    design_pairs: int
+    """n x K of the fixed design whose floor the decision uses."""
+
+    @property
+    def final(self) -> Look | None:
+        """The last look (None when nothing was scored)."""
+        return self.looks[-1] if self.looks else None
+
+
+def play_order(scenarios: Sequence[str], rounds: int, seed: int) -> list[tuple[str, int]]:
+    """(scenario, round) in play order: per round a fresh seeded permutation of ``scenarios`` (sorted first)."""
+    names = sorted(scenarios)
+    out = []
+    for r in range(rounds):
+        perm = np.random.default_rng([seed, r]).permutation(len(names))
+        out += [(names[i], r) for i in perm]
+    return out
+
+
+def _verified(record: EpisodeRecord) -> float | None:
+    return None if record.outcome == "not_scored" else float(record.outcome == "verified")
+
+
+def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Path, *,
+                         max_episodes: int | None = None, design_repeats: int = DESIGN_REPEATS,
+                         floor: float | None = None, batch_pairs: int = BATCH_PAIRS, order_seed: int = 0,
+                         factory_a: AgentFactory | None = None, factory_b: AgentFactory | None = None,
+                         on_look: Callable[[Look, int], None] | None = None) -> SequentialResult:
+    """Play A (``config_a``) and B on the same scenarios in paired batches until the comparison is decided.
+
+    The runs go to ``out/A`` and ``out/B``. The scenarios are those both configs plan (a ``wrong:<name>``
+    agent plays only scenarios with that wrong solution); ``max_episodes`` per agent defaults to
+    BUDGET_MULTIPLE x scenarios x ``design_repeats``. ``on_look(look, episodes)`` is called after each batch.
+
+    Raises:
+        ValueError: configs of different worlds, splits or backends, no common scenario, a bad budget.
+    """
+    for name in ("world", "split", "backend", "seed", "stress", "freeze_time"):
+        if getattr(config_a, name) != getattr(config_b, name):
+            raise ValueError(f"expected A and B to differ only in their agent; {name} differs: "
+                             f"{getattr(config_a, name)!r} vs {getattr(config_b, name)!r}")
+    if batch_pairs < 1 or design_repeats < 1 or (floor is not None and not 0 < floor < 2):
+        raise ValueError(f"expected a batch of >= 1 pairs, design repeats >= 1 and a floor in (0, 2); got "
+                         f"{batch_pairs}, {design_repeats} and {floor}")
+    root = Path(out)
+    dirs = (root / "A", root / "B")
+    states = [start_run(replace(c, repeats=1), d, agent_factory=f)
+              for c, d, f in ((config_a, dirs[0], factory_a), (config_b, dirs[1], factory_b))]
+    common = sorted({s.scenario for s in states[0].specs} & {s.scenario for s in states[1].specs})
+    if not common:
+        raise ValueError(f"A ({config_a.agent}) and B ({config_b.agent}) have no scenario in common to compare on")
+    n = len(common)
+    budget = max_episodes if max_episodes is not None else BUDGET_MULTIPLE * n * design_repeats
+    if budget < 1:
+        raise ValueError(f"expected --max-episodes >= 1, got {budget}")
+    rounds = math.ceil(budget / n)
+    order = play_order(common, rounds, order_seed)[:budget]
+    configs = [replace(c, scenarios=tuple(common), repeats=rounds, batch_size=batch_pairs)
+               for c in (config_a, config_b)]
+    states = [start_run(c, d, agent_factory=f)
+              for c, d, f in ((configs[0], dirs[0], factory_a), (configs[1], dirs[1], factory_b))]
+    seeds = {(s.scenario, s.repeat): s.seed for s in states[0].specs}
+    plan = tuple(EpisodeSpec(s, r, seeds[(s, r)]) for s, r in order)
+    states = [replace(st, specs=plan, pending=()) for st in states]
+    design_pairs = n * design_repeats
+    records: tuple[list[EpisodeRecord], list[EpisodeRecord]] = ([], [])
+    diffs: list[float] = []
+    shown: list[Look] = []
+    left_out = 0
+    decision = BUDGET
+    with run_lock(dirs[0], configs[0].run_id), run_lock(dirs[1], configs[1].run_id):
+        dbs = [open_database(st.run.world, st.config.backend, **st.config.backend_options) for st in states]
+        try:
+            for st, d in zip(states, dirs, strict=True):
+                begin_run(st, d)
+            for part, start in enumerate(range(0, len(plan), batch_pairs)):
+                specs = plan[start:start + batch_pairs]
+                played = [run_batch(st.config, specs, world=st.run.world, agent_factory=f, database=db)
+                          for st, f, db in zip(states, (factory_a, factory_b), dbs, strict=True)]
+                for d, recs, kept in zip(dirs, played, records, strict=True):
+                    write_part(d, recs, part)
+                    kept.extend(recs)
+                for ra, rb in zip(*played, strict=True):
+                    va, vb = _verified(ra), _verified(rb)
+                    if va is None or vb is None:
+                        left_out += 1
+                    else:
+                        diffs.append(va - vb)
+                if diffs:
+                    look = looks(np.array(diffs), [len(diffs)], design_pairs, floor)[0]
+                    shown.append(look)
+                    if on_look is not None:
+                        on_look(look, start + len(specs))
+                    if look.decision is not None:
+                        decision = look.decision
+                        break
+        finally:
+            for db in dbs:
+                db.close()
+        result = SequentialResult(
+            run_a=str(dirs[0]), run_b=str(dirs[1]), agent_a=config_a.agent, agent_b=config_b.agent, scenarios=n,
+            budget=budget, episodes=len(records[0]), pairs=len(diffs), left_out=left_out, decision=decision,
+            looks=tuple(shown), floor_given=floor, design_pairs=design_pairs)
+        for role, st, d, recs in zip("AB", states, dirs, records, strict=True):
+            write_summary(st.run, d, recs)
+            write_marker(d, role, result, order_seed, batch_pairs)
+            if (d / EPISODES_DIR / MANIFEST).is_file():
+                seal_run(d)
+    return result
+
+
+def write_marker(run_dir: Path, role: str, result: SequentialResult, order_seed: int, batch_pairs: int) -> Path:
+    """Write :data:`SEQUENTIAL_FILE`: this run is one side of a sequentially stopped comparison."""
+    partner = result.run_b if role == "A" else result.run_a
+    body: dict[str, Any] = {
+        "sequential": True, "role": role, "partner": Path(partner).name, "method": METHOD, "reference": REFERENCE,
+        "alpha": ALPHA, "metric": "verified", "order_seed": order_seed, "batch_pairs": batch_pairs,
+        "budget_episodes": result.budget, "episodes": result.episodes, "pairs": result.pairs,
+        "left_out_pairs": result.left_out, "design_pairs": result.design_pairs, "floor_given": result.floor_given,
+        "decision": result.decision, "agents": {"A": result.agent_a, "B": result.agent_b},
+        "looks": [asdict(look) for look in result.looks],
+    }
+    path = run_dir / SEQUENTIAL_FILE
+    write_bytes_atomic(path, (json.dumps(body, indent=1, allow_nan=False, default=_finite) + "\n").encode())
+    return path
+
+
+def _finite(value: object) -> object:
+    raise TypeError(f"not JSON: {value!r}")

@@ -1,0 +1,190 @@
+"""Sequential comparison: the betting confidence sequence against a by-hand computation, its error under
+continuous monitoring by simulation, and `rehearsal compare` on scripted agents with known success rates."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rehearsal_env.agents import ScriptedAgent
+from rehearsal_env.cli import main as rehearsal
+from rehearsal_env.measure import (
+    BUDGET,
+    DIFFERENCE,
+    SEQUENTIAL_FILE,
+    WITHIN_FLOOR,
+    compare,
+    compare_sequentially,
+    format_comparison,
+    format_sequential,
+    load_run,
+    looks,
+    play_order,
+    sequential_study,
+    summarize,
+)
+from rehearsal_env.measure._seqstudy import simulate
+from rehearsal_env.measure._sequential import interval, log_capital, predictable_variance
+from rehearsal_env.runner import RunConfig
+from rehearsal_env.scenarios import Scenario
+
+WRONG = "wrong:do-nothing-but-claim"
+X = np.array([1, 0.5, 0.5, 1, 0, 0.5, 1, 1, 0.5, 1, 0.5, 1, 0.5, 0.5, 1, 0.5, 1, 0, 1, 0.5])
+"""Literal paired differences (d + 1) / 2 of 20 pairs: A won 9, B won 2, 9 ties."""
+
+
+def by_hand_log_capital(x: np.ndarray, m: float, f: float, design: float) -> float:
+    """WSR's hedged capital (theta = 1/2, c = 1/2) with the floor-tuned bet, written out loop by loop."""
+    plus = minus = 1.0
+    total_sq, total = 0.0, 0.0
+    for i, xi in enumerate(x):  # i pairs seen before this one
+        var = (0.25 + total_sq) / (i + 1)
+        g = f / 2
+        lam = g / (var + g * g)
+        plus *= 1 + min(lam, 0.5 / m) * (xi - m)
+        minus *= 1 - min(lam, 0.5 / (1 - m)) * (xi - m)
+        total += xi
+        mean = (0.5 + total) / (i + 2)
+        total_sq += (xi - mean) ** 2
+    return math.log(0.5 * plus + 0.5 * minus)
+
+
+def test_the_capital_matches_the_formula_written_out() -> None:
+    from rehearsal_env.measure._sequential import bets
+
+    lam = bets(X[None, :], 0.3, 60)[0]
+    for m in (0.2, 0.5, 0.61, 0.9):
+        assert log_capital(X[None, :], lam[None, :], m)[0, -1] == pytest.approx(
+            by_hand_log_capital(X, m, 0.3, 60), rel=1e-12)
+    var = predictable_variance(X)[0]
+    assert var[0] == 0.25 and var[3] == pytest.approx((0.25 + sum(
+        (X[j] - (0.5 + X[: j + 1].sum()) / (j + 2)) ** 2 for j in range(3))) / 4)
+
+
+def test_the_interval_ends_are_where_the_capital_reaches_one_over_alpha() -> None:
+    from rehearsal_env.measure._sequential import bets
+
+    lam = bets(X[None, :], 0.3, 60)[0]
+    low, high, e0 = interval(X, lam)
+    for end in (low, high):
+        assert by_hand_log_capital(X, (end + 1) / 2, 0.3, 60) == pytest.approx(math.log(20), abs=1e-6)
+    assert low < 2 * X.mean() - 1 < high
+    assert e0 == pytest.approx(math.exp(by_hand_log_capital(X, 0.5, 0.3, 60)), rel=1e-12)
+    # 9 wins to 2 over 20 pairs: the exact sign test rejects at 0.05 with a fixed n; the anytime-valid interval,
+    # which pays for looking after every pair, still holds 0: wider, as it must be
+    assert stats.binomtest(9, 11).pvalue < 0.07 and low < 0 < high
+
+
+def test_a_large_difference_is_decided_and_none_ends_within_the_floor() -> None:
+    wins = np.ones(12)
+    (look,) = looks(wins, [12], design_pairs=90)
+    assert look.decision == DIFFERENCE and look.low > 0
+    ties = np.zeros(400)
+    (look,) = looks(ties, [400], design_pairs=90, floor=0.2)
+    assert look.decision == WITHIN_FLOOR and -0.2 < look.low < look.high < 0.2
+    with pytest.raises(ValueError, match=r"in \[-1, 1\]"):
+        looks(np.array([2.0]), [1], design_pairs=10)
+
+
+def test_no_difference_is_declared_at_most_5_percent_of_the_time_under_continuous_monitoring() -> None:
+    rng = np.random.default_rng(3)
+    n, k, reps = 30, 3, 600
+    p = rng.beta(0.5, 0.5, (reps, n))
+    order = np.concatenate([rng.permuted(np.tile(np.arange(n), (reps, 1)), axis=1) for _ in range(2 * k)], axis=1)
+    pp = np.take_along_axis(p, order, axis=1)
+    d = (rng.random(pp.shape) < pp).astype(float) - (rng.random(pp.shape) < pp)
+    differ, within, pairs, naive = simulate(d, n * k)
+    assert differ.mean() <= 0.05 < naive.mean()  # the naive t test after every batch is far above 5%
+    assert within.mean() > 0.5 and pairs.mean() < 2 * n * k
+
+
+def test_the_study_table_small_grid() -> None:
+    study = sequential_study(replicates=150, scenarios=(10, 30), designs=(3,), multiples=(2,))
+    assert all(c.sequential <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 150) for c in study.nulls)
+    assert max(c.naive for c in study.nulls) > 0.1
+    at_floor = [r for r in study.power if r.shift == 1.0]
+    assert all(0.5 < r.power for r in at_floor) and all(r.saving is not None for r in at_floor)
+    text = format_sequential(study, markdown=True)
+    assert "| p = 0.5 | 10 |" in text and "the goal of 2 x is met in" in text
+
+
+def test_play_order_puts_every_scenario_before_any_repeat() -> None:
+    names = [f"s{i}" for i in range(7)]
+    order = play_order(names, 3, seed=5)
+    assert [r for _, r in order] == [0] * 7 + [1] * 7 + [2] * 7
+    assert all(sorted(s for s, r in order if r == k) == names for k in range(3))
+    assert order == play_order(list(reversed(names)), 3, seed=5) != play_order(names, 3, seed=6)
+    assert [s for s, _ in order[:7]] != [s for s, _ in order[7:14]]  # a fresh permutation each round
+
+
+def mixture(p: float, seed: int) -> Callable[[Scenario], ScriptedAgent]:
+    """An agent that plays the reference solution with probability p, else the scenario's WRONG solution."""
+    rng = random.Random(seed)
+
+    def factory(scenario: Scenario) -> ScriptedAgent:
+        name = "reference" if rng.random() < p else WRONG
+        return ScriptedAgent(scenario.solution(name))
+
+    return factory
+
+
+def configs() -> tuple[RunConfig, RunConfig]:
+    """A and B on the dev scenarios that have WRONG (the mixtures' scenarios)."""
+    return (RunConfig(world="shop", agent=WRONG, split="dev", agent_version="mix-a"),
+            RunConfig(world="shop", agent=WRONG, split="dev", agent_version="mix-b"))
+
+
+def test_compare_stops_early_when_the_difference_is_large(tmp_path: Path) -> None:
+    a, b = configs()
+    result = compare_sequentially(a, b, tmp_path, max_episodes=120, factory_a=mixture(1.0, 1),
+                                  factory_b=mixture(0.1, 2))
+    assert result.decision == DIFFERENCE and result.episodes <= 30 < result.budget
+    assert result.final is not None and result.final.low > 0
+    # two ordinary runs: measure reads them, says the stopping was sequential, and recomputes the interval
+    (ra,), (rb,) = load_run(tmp_path / "A"), load_run(tmp_path / "B")
+    assert ra.n_episodes == rb.n_episodes == result.episodes
+    marker = json.loads((tmp_path / "A" / SEQUENTIAL_FILE).read_text())
+    assert marker["decision"] == DIFFERENCE and marker["partner"] == "B" and "Waudby-Smith" in marker["reference"]
+    assert "stopping was sequential" in (summarize(ra).sequential or "")
+    comparison = compare(ra, rb)
+    assert comparison.sequential is not None and comparison.sequential.agrees
+    assert comparison.sequential.look.low == pytest.approx(result.final.low)
+    text = format_comparison(comparison)
+    assert "anytime-valid 95% interval of A - B" in text and "beside the fixed-sample" in text
+
+
+def test_compare_runs_to_the_budget_or_the_floor_when_there_is_no_difference(tmp_path: Path) -> None:
+    a, b = configs()
+    seen: list[int] = []
+    result = compare_sequentially(a, b, tmp_path, max_episodes=60, design_repeats=1, factory_a=mixture(0.6, 3),
+                                  factory_b=mixture(0.6, 4), on_look=lambda look, n: seen.append(n))
+    assert result.decision in (BUDGET, WITHIN_FLOOR)
+    assert seen == list(range(10, result.episodes + 1, 10))
+    if result.decision == BUDGET:
+        assert result.episodes == 60
+    plan = json.loads((tmp_path / "A" / "run.json").read_text())["episodes"]
+    assert plan == json.loads((tmp_path / "B" / "run.json").read_text())["episodes"] and len(plan) == 60
+
+
+def test_cli_compare_decides_reference_against_a_wrong_agent(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = rehearsal(["compare", "reference", WRONG, "--world", "shop", "--split", "dev", "--out",
+                          str(tmp_path / "cmp")])
+    text = out.getvalue()
+    assert code == 0, text
+    assert "decided after 10 of" in text and "A's verified rate is higher than B's" in text
+    assert (tmp_path / "cmp" / "A" / SEQUENTIAL_FILE).is_file() and (tmp_path / "cmp" / "B" / "summary.json").is_file()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert rehearsal(["compare", "reference", WRONG, "--world", "shop", "--max-episodes", "0"]) == 2
+    assert err.getvalue().startswith("rehearsal: error: expected --max-episodes >= 1")
