@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rehearsal_env.agents import AgentProfile, Sampling
+from rehearsal_env.agents import AgentProfile, Endpoint, Sampling
 from rehearsal_env.records import read_records
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.worlds import load_world
@@ -40,7 +40,7 @@ from rehearsal_env.worlds import load_world
 def play(base_url: str, scenarios: tuple[str, ...], concurrency: int) -> tuple[float, list[Any]]:
     profile = AgentProfile(name="bench", model="scripted", sampling=Sampling(temperature=0.0))
     config = RunConfig(world="shop", agent=profile.name, agent_version=profile.label, scenarios=scenarios,
-                       agent_profile=profile.to_toml(), base_url=base_url, concurrency=concurrency,
+                       agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=base_url), concurrency=concurrency,
                        batch_size=len(scenarios))
     out = Path(tempfile.mkdtemp(prefix="llm-concurrency-"))
     try:

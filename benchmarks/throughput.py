@@ -44,6 +44,7 @@ from rehearsal_env.runner import (
     RayPool,
     RunConfig,
     plan,
+    resolve,
     run,
     run_episode,
     run_on_ray,
@@ -84,7 +85,7 @@ def bare_loop(config: RunConfig, specs: list[EpisodeSpec]) -> Callable[[], None]
 
 def records_loop(config: RunConfig, specs: list[EpisodeSpec]) -> Callable[[], None]:
     """The bare loop plus making each episode's record (a worker's whole job), nothing written."""
-    worker = EpisodeWorker(config)
+    worker = EpisodeWorker(resolve(config))
     return lambda: None if worker.play_batch(specs) else None
 
 

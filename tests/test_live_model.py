@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rehearsal_env.agents import AgentProfile, Sampling
+from rehearsal_env.agents import AgentProfile, Endpoint, Sampling
 from rehearsal_env.records import read_records
 from rehearsal_env.runner import RunConfig, run
 
@@ -90,8 +90,8 @@ def test_a_tiny_model_plays_shop_episodes(live_server: str, tmp_path: Path) -> N
     profile = AgentProfile(name="smollm2-live", model="smollm2", instructions="Use the tools.",
                            sampling=Sampling(temperature=0.0, seed=0, max_tokens=48), max_model_calls=MAX_CALLS)
     config = RunConfig(world="shop", agent=profile.name, scenarios=SCENARIOS, agent_version=profile.label,
-                       agent_profile=profile.to_toml(), base_url=live_server, model_timeout_s=180.0,
-                       model_max_retries=1)
+                       agent_profile=profile.to_toml(),
+                       endpoint=Endpoint(base_url=live_server, timeout_s=180.0, max_retries=1))
     summary = run(config, tmp_path)
     records = read_records(tmp_path)
     print(f"live model: {summary['model_calls']} calls, {summary['model_latency_ms_per_call']:.0f} ms per call, "

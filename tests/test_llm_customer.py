@@ -101,7 +101,7 @@ def test_a_failing_customer_model_is_not_the_agents_fault(server: ModelServer, s
 def test_a_run_with_a_model_customer(server: ModelServer, tmp_path: Path) -> None:
     server.script("cust", Reply.text("My email is quin.okafor867@example.com.", tokens=40))
     config = RunConfig(world="shop", agent="reference", scenarios=("order-count-question-0001",),
-                       customer="openai:cust", base_url=server.base_url)
+                       customer="openai:cust", endpoint=Endpoint(base_url=server.base_url))
     run(config, tmp_path)
     [record] = read_records(tmp_path)
     assert record.outcome == "verified" and record.customer_model == "cust"

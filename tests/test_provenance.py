@@ -92,7 +92,7 @@ def test_runs_on_other_profiles_suites_or_world_versions_are_not_comparable(tiny
     register_world("tiny-less", lambda: _fewer_scenarios(tiny))
     register_world("tiny-wide", lambda: _more_schema(tiny))
     blobs = {}
-    for name, config in {"base": RunConfig(world="tiny"), "rl": RunConfig(world="tiny", profile="rl"),
+    for name, config in {"base": RunConfig(world="tiny"), "rl": RunConfig(world="tiny", reward_profile="rl"),
                          "suite": RunConfig(world="tiny-less"), "schema": RunConfig(world="tiny-wide"),
                          "again": RunConfig(world="tiny", seed=5)}.items():
         run(config, tmp_path / name)

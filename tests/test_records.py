@@ -178,7 +178,7 @@ def test_version_2_parts_still_read_with_the_newer_fields_null(tmp_path: Path) -
 
 
 def test_plain_pyarrow_pandas_and_duckdb_read_records_without_rehearsal_env(tmp_path: Path) -> None:
-    run(RunConfig(world="tiny", repeats=2, batch_size=4, profile="benchmark"), tmp_path)
+    run(RunConfig(world="tiny", repeats=2, batch_size=4, reward_profile="benchmark"), tmp_path)
     reader = textwrap.dedent("""
         import json, sys
         import duckdb

@@ -27,7 +27,7 @@ def mixed(scenario: Scenario) -> Policy:
 
 
 def shop_run(out: Path, profile: str | None) -> Path:
-    run(RunConfig(world="shop", split=SPLIT, agent="mixed", profile=profile, repeats=2), out,
+    run(RunConfig(world="shop", split=SPLIT, agent="mixed", reward_profile=profile, repeats=2), out,
         agent_factory=mixed)
     return out
 
@@ -84,6 +84,7 @@ def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, t
     import rehearsal_env.env as env
     import rehearsal_env.rescore._rebuild as rescore_rebuild
     import rehearsal_env.runner._play as serial
+    import rehearsal_env.runner._resolved as resolved
     import rehearsal_env.tools as tools
 
     def unavailable(*args: object, **kwargs: object) -> None:
@@ -95,7 +96,7 @@ def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, t
     monkeypatch.setattr(rescore_rebuild, "SQLiteDatabase", lambda world: rebuilt.append(world) or real(world))
     real = sqlite.SQLiteDatabase
     targets: list[tuple[object, str]] = [
-        (backends, "open_database"), (serial, "open_database"), (serial, "make_agent"), (agents, "make_agent"),
+        (backends, "open_database"), (serial, "open_database"), (resolved, "make_agent"), (agents, "make_agent"),
         (env.RehearsalEnv, "__init__"), (env.Episode, "__init__"), (tools.ToolContext, "__init__")]
     try:
         targets.append((importlib.import_module("rehearsal_env.backends.postgres").PostgresDatabase, "__init__"))

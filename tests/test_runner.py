@@ -33,6 +33,7 @@ from rehearsal_env.runner import (
     RunConfig,
     load_config,
     plan,
+    resolve,
     run,
     run_batch,
     run_on_ray,
@@ -124,7 +125,7 @@ def serial_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_worker_reusing_its_envs_records_what_fresh_envs_record() -> None:
     cfg = config()
     specs = plan(cfg, load_world("shop"))
-    worker = EpisodeWorker(cfg)
+    worker = EpisodeWorker(resolve(cfg))
     try:
         reused = worker.play_batch(specs)
     finally:

@@ -9,6 +9,7 @@ import json
 from ..provenance import OUTCOME_PROFILE
 from ..records import schema_text, verify_run_dir
 from ..rescore import rescore_run
+from ._renamed import add_reward_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,8 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "model provider is touched) and write the rescored run to --out. Under the profile the "
                     "run was scored with, every reward comes out identical; exit code 1 says otherwise.")
     rescore.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (episodes.parquet/, provenance.json)")
-    rescore.add_argument("--profile", required=True,
-                         help=f"benchmark, rl, or {OUTCOME_PROFILE} (the 1 / 0 / -1 outcome reward)")
+    add_reward_profile(rescore, help=f"benchmark, rl, or {OUTCOME_PROFILE} (the 1 / 0 / -1 outcome reward; required)")
     rescore.add_argument("--out", metavar="DIR",
                          help="where to write the rescored run (default: RUN_DIR/rescore-PROFILE)")
     rescore.add_argument("--recheck", action="store_true",
@@ -42,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def handle_rescore(args: argparse.Namespace) -> int:
-    report = rescore_run(args.run_dir, args.profile, args.out, recheck_checks=args.recheck)
+    if args.reward_profile is None:
+        raise ValueError(f"expected --reward-profile NAME (benchmark, rl or {OUTCOME_PROFILE}): the reward profile "
+                         "to re-grade the run under")
+    report = rescore_run(args.run_dir, args.reward_profile, args.out, recheck_checks=args.recheck)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1

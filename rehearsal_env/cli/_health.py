@@ -8,6 +8,7 @@ import json
 from ..clock import CLI, freeze_time_source, frozen_world
 from ..provenance import provenance_of
 from ..worlds import load_world
+from ._renamed import add_reward_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,13 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                     "stamp on every record: reward contract, dataset hashes, suite, capabilities, build. "
                     "Exit code 1 when capabilities.catalog_match is false (catalog_problems says why).")
     p.add_argument("--world", required=True, help="world name (see `rehearsal world list`)")
-    p.add_argument("--profile", help="reward profile (benchmark or rl; default: the outcome reward)")
+    add_reward_profile(p, help="reward profile (benchmark or rl; default: the outcome reward)")
     p.add_argument("--freeze-time", metavar="DATE", help="pin the clock and the seeded day to DATE (YYYY-MM-DD)")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     world = frozen_world(load_world(args.world), args.freeze_time)
-    blob = provenance_of(world, args.profile, freeze_time_source(args.freeze_time, CLI)).to_dict()
+    blob = provenance_of(world, args.reward_profile, freeze_time_source(args.freeze_time, CLI)).to_dict()
     print(json.dumps(blob, indent=2, sort_keys=True))
     return 0 if blob["capabilities"]["catalog_match"] else 1

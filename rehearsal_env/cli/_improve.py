@@ -1,4 +1,4 @@
-"""``rehearsal improve RUN_DIR... --profile NAME``: the next version of an agent profile from its failures.
+"""``rehearsal improve RUN_DIR... --agent-profile NAME``: the next version of an agent profile from its failures.
 
 It reads only the failed train and dev episodes of the profile's version in the runs (never
 holdout), writes lessons into the instructions (a model writes them with ``--model``; otherwise
@@ -13,6 +13,7 @@ import json
 
 from ..agents import Endpoint, ProfileStore
 from ..improve import ModelWriter, RuleWriter, improve
+from ._renamed import add_renamed
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,13 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        "runs (never holdout), write lessons into its instructions, and register the next version "
                        "with its lineage (parent version, run ids, episode keys read).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (with episodes.parquet/)")
-    p.add_argument("--profile", required=True, metavar="NAME[@vN]",
-                   help="the registered agent profile to improve (NAME: its latest version)")
+    p.add_argument("--agent-profile", metavar="NAME[@vN]",
+                   help="the registered agent profile to improve (NAME: its latest version; required)")
+    add_renamed(p, "--profile", "--agent-profile", metavar="NAME[@vN]")
     p.add_argument("--model", help="a model writes the lessons (default: the rule-based writer)")
     p.add_argument("--base-url", help="the model's OpenAI-compatible API (default: the SDK's)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the variable holding the API key")
     p.add_argument("--profiles", metavar="DIR",
-                   help="the profile store (default: $REHEARSAL_AGENT_PROFILES, else ./agent_profiles)")
+                   help="the profile store (default: $REHEARSAL_AGENT_PROFILES, else $REHEARSAL_HOME/agent_profiles)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=handle)
 
@@ -35,7 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def handle(args: argparse.Namespace) -> int:
     writer = (ModelWriter(args.model, Endpoint(base_url=args.base_url, api_key_env=args.api_key_env))
               if args.model else RuleWriter())
-    result = improve(args.run_dirs, args.profile, writer=writer, store=ProfileStore(args.profiles))
+    if args.agent_profile is None:
+        raise ValueError("expected --agent-profile NAME[@vN]: the registered agent profile to improve "
+                         "(see `rehearsal profile list`)")
+    result = improve(args.run_dirs, args.agent_profile, writer=writer, store=ProfileStore(args.profiles))
     if args.json:
         print(json.dumps({"parent": result.parent.ref, "profile": result.profile.ref if result.profile else None,
                           "episodes": result.episodes, "failures": len(result.failures), "reason": result.reason,

@@ -19,7 +19,7 @@ from dataclasses import replace
 import openai
 
 from ..agents import AgentProfile, Endpoint, ProfileError, is_builtin, resolve_agent
-from ..runner import RunConfig, endpoint_of, run_profile
+from ..runner import RunConfig, run_profile
 from ..versions import attempt_version, describe_attempt, load_manifest
 from ..worlds import World
 
@@ -56,11 +56,12 @@ def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: b
         raise ValueError(f"expected --concurrency >= 1, --model-retries >= 0 and --model-timeout > 0, got "
                          f"{args.concurrency}, {args.model_retries} and {args.model_timeout}")
     given = {name: getattr(args, name) for name in MODEL_DEFAULTS if getattr(args, name) != MODEL_DEFAULTS[name]}
-    config = replace(config, base_url=given.get("base_url", config.base_url),
-                     api_key_env=given.get("api_key_env", config.api_key_env),
-                     concurrency=given.get("concurrency", config.concurrency),
-                     model_timeout_s=given.get("model_timeout", config.model_timeout_s),
-                     model_max_retries=given.get("model_retries", config.model_max_retries))
+    endpoint = config.endpoint
+    endpoint = replace(endpoint, base_url=given.get("base_url", endpoint.base_url),
+                       api_key_env=given.get("api_key_env", endpoint.api_key_env),
+                       timeout_s=given.get("model_timeout", endpoint.timeout_s),
+                       max_retries=given.get("model_retries", endpoint.max_retries))
+    config = replace(config, endpoint=endpoint, concurrency=given.get("concurrency", config.concurrency))
     if not resume:
         config = replace(config, customer=getattr(args, "customer", None))
         if not is_builtin(config.agent):
@@ -82,7 +83,7 @@ def preflight(config: RunConfig) -> None:
     profile = run_profile(config)
     if profile is None or profile.agent != "openai":
         return
-    _ping(profile, endpoint_of(config))
+    _ping(profile, config.endpoint)
 
 
 def _ping(profile: AgentProfile, endpoint: Endpoint) -> None:
@@ -91,6 +92,11 @@ def _ping(profile: AgentProfile, endpoint: Endpoint) -> None:
     try:
         client.chat.completions.create(model=profile.model or "", max_tokens=1,
                                        messages=[{"role": "user", "content": "ping"}])
+    except openai.APITimeoutError:
+        pass  # slow, not absent: the episodes retry it
+    except openai.APIConnectionError as exc:
+        raise ConnectionError(f"no model server answers for {endpoint.where(profile.model)} ({exc.__cause__ or exc}); "
+                              "start it, or fix --base-url") from exc
     except openai.APIStatusError as exc:
         if exc.status_code in (401, 403, 404):
             raise ProfileError(f"the model provider refused {endpoint.where(profile.model)} (HTTP {exc.status_code}: "

@@ -14,6 +14,7 @@ from ..clock import CLI
 from ..runner import RunConfig, RunStopped, format_table, load_config, run, run_on_ray
 from ..worlds import backend_for, load_world
 from ._models import add_model_options, with_model_options
+from ._renamed import add_reward_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "whose tools call its application)")
     p.add_argument("--dsn", help="PostgreSQL server to use (default: $REHEARSAL_POSTGRES_DSN, else a private one)")
     p.add_argument("--no-stress", action="store_true", help="switch the stress layer off")
-    p.add_argument("--profile", help="reward profile (benchmark or rl; default: the outcome reward)")
+    add_reward_profile(p, help="reward profile (benchmark or rl; default: the outcome reward)")
     p.add_argument("--freeze-time", metavar="DATE",
                    help="pin what the env calls now, and the day the data is seeded for, to DATE (YYYY-MM-DD; "
                         "default: the world's own data_anchor)")
@@ -70,7 +71,7 @@ def _stamp(args: argparse.Namespace) -> dict[str, Any]:
     return {"freeze_time": args.freeze_time, "freeze_time_source": CLI, "agent_version": args.agent_version}
 
 
-RUN_SHAPING = ("agent", "split", "scenario", "repeats", "seed", "backend", "no_stress", "profile", "freeze_time",
+RUN_SHAPING = ("agent", "split", "scenario", "repeats", "seed", "backend", "no_stress", "reward_profile", "freeze_time",
                "agent_version", "batch_size", "customer")
 """Options that decide what a run is; a resumed run keeps the ones stored with it."""
 
@@ -98,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
         config = RunConfig(world=args.world, agent=args.agent, split=args.split,
                            scenarios=tuple(args.scenario), repeats=args.repeats, seed=args.seed,
                            backend=backend, backend_options=_backend_options(backend, args.dsn),
-                           stress=not args.no_stress, profile=args.profile, batch_size=args.batch_size,
+                           stress=not args.no_stress, reward_profile=args.reward_profile, batch_size=args.batch_size,
                            **_stamp(args))
         config = with_model_options(config, args)
         out = Path(args.out or Path("runs") / config.run_id)
@@ -112,7 +113,7 @@ def handle(args: argparse.Namespace) -> int:
             summary = run_on_ray(config, out, workers=args.workers, address=args.ray_address, resume=resume,
                                  progress=progress)
     except (RunStopped, ConnectionError) as exc:
-        print(f"rehearsal: {exc}", file=sys.stderr)
+        print(f"rehearsal: error: {exc}", file=sys.stderr)
         return 1
     print(f"run {config.run_id}: world={config.world} agent={config.agent} split={config.split or 'all'} "
           f"repeats={config.repeats} backend={config.backend}")

@@ -29,14 +29,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--backend", choices=BACKENDS, default="sqlite", help="database backend (default: sqlite)")
     p.add_argument("--dsn", help="PostgreSQL server to use (default: $REHEARSAL_POSTGRES_DSN, else a private one)")
     p.add_argument("--max-sessions", type=int, default=1000, help="live sessions per process (default: 1000)")
+    p.add_argument("--max-sessions-per-key", type=int, default=None, metavar="N",
+                   help="live sessions one API key may hold (default: a quarter of --max-sessions)")
     p.add_argument("--idle-timeout", type=float, default=300.0,
-                   help="seconds without a request before a session is ended as given up (default: 300)")
+                   help="seconds without a step (reads do not count) before a session is ended as given up "
+                        "(default: 300)")
     p.add_argument("--out", default="runs/serve", help="where episodes are recorded (default: runs/serve)")
     p.add_argument("--keys", nargs="?", const=str(default_keys_path()), default=None, metavar="FILE",
                    help=f"require API keys from FILE (default FILE: {default_keys_path()}); without --keys "
                         f"only clients on 127.0.0.1 are accepted")
     p.add_argument("--no-stress", action="store_true", help="switch the stress layer off")
     p.add_argument("--threads", type=int, default=8, help="worker threads per process for database work (default: 8)")
+    p.add_argument("--threads-per-key", type=int, default=None, metavar="N",
+                   help="worker threads one API key's requests may hold at once (default: a quarter of --threads)")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
+                   help="largest request body; a longer one is refused (413) unread (default: 1 MiB)")
     p.add_argument("--keep-alive", type=float, default=KEEP_ALIVE_S,
                    help=f"seconds an idle connection stays open (default: {KEEP_ALIVE_S})")
     p.add_argument("--log-level", default="warning", help="uvicorn's log level (default: warning)")
@@ -59,7 +66,9 @@ def handle(args: argparse.Namespace) -> int:
                                 f"`rehearsal keys create --scope evaluate --file {args.keys}`")
     config = ServeConfig(worlds=tuple(args.world), backend=args.backend, backend_options=options,
                          max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, out=args.out,
-                         keys=args.keys, stress=not args.no_stress, threads=args.threads)
+                         keys=args.keys, stress=not args.no_stress, threads=args.threads,
+                         max_sessions_per_key=args.max_sessions_per_key, threads_per_key=args.threads_per_key,
+                         max_body_bytes=args.max_body_bytes)
 
     def listening(url: str) -> None:
         print(f"rehearsal serve: listening on {url} ({args.workers} process(es), backend {args.backend}, "

@@ -14,6 +14,11 @@ An agent version is ready to pilot on a world version when all of these hold:
    has not measured the agent, so a not-scored episode is left out of the
    rates but is never invisible (the verdict lists the causes).
 
+Episodes played over ``rehearsal serve`` carry the id of the API key that played them
+(``key_id``). Readiness never mixes keys: one verdict counts one key's episodes and names it,
+and an agent version whose episodes were played by more than one key needs work (anyone can
+type an agent's name; bind keys to agent names with ``rehearsal keys create --agent``).
+
 Episodes on scenarios kept out of, or withdrawn from, the version do not
 count for anything. Not-scored episodes (the environment failed) are not
 counted against the agent, but too many of them fail rule 6. A record's cause
@@ -78,6 +83,10 @@ class Readiness:
     """(cause, episodes) of those, most frequent first."""
     max_not_scored_share: float = MAX_NOT_SCORED_SHARE
     """The rule-6 limit this verdict used."""
+    key_id: str | None = None
+    """The API key whose episodes were counted (``rehearsal serve``); null: episodes not played over it."""
+    other_keys: tuple[str, ...] = ()
+    """Other keys that played episodes of the same agent version (then it needs work)."""
 
     @property
     def label(self) -> str:
@@ -99,23 +108,36 @@ def _tag(r: EpisodeRecord) -> str:
     return f"{r.scenario}#{r.repeat}"
 
 
+def _key(r: EpisodeRecord) -> str | None:
+    return getattr(r, "key_id", None)
+
+
+def _key_name(key: str | None) -> str:
+    return key if key is not None else "(none: not served)"
+
+
 def _cause(r: EpisodeRecord) -> str:
     return str(getattr(r, "not_scored_cause", None) or UNKNOWN_CAUSE)
 
 
 def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
           versions_root: str | Path | None = None,
-          max_not_scored_share: float = MAX_NOT_SCORED_SHARE) -> Readiness:
-    """The readiness of the one agent version and world version that ``records`` all share.
+          max_not_scored_share: float = MAX_NOT_SCORED_SHARE, other_keys: Sequence[str | None] = ()) -> Readiness:
+    """The readiness of the one agent version, world version and API key that ``records`` all share.
 
-    ``max_not_scored_share`` is rule 6's limit (a share in [0, 1]).
+    ``max_not_scored_share`` is rule 6's limit (a share in [0, 1]); ``other_keys`` are other keys that
+    played episodes of the same agent version (it then needs work).
 
     Raises:
-        ValueError: the records are empty or mix agents, agent versions or world versions.
+        ValueError: the records are empty or mix agents, agent versions, world versions or keys.
     """
     if not records:
         raise ValueError("readiness needs episode records; got none (run `rehearsal run` first)")
     keys = {(r.agent, r.agent_version, r.world, r.world_version) for r in records}
+    players = {_key(r) for r in records}
+    if len(players) > 1:
+        raise ValueError(f"readiness counts one API key's episodes; these records were played by keys "
+                         f"{', '.join(sorted(map(_key_name, players)))}: use assess() to split them")
     if not 0 <= max_not_scored_share <= 1:
         raise ValueError(f"max_not_scored_share is a share of episodes in [0, 1]; got {max_not_scored_share}")
     if len(keys) > 1:
@@ -166,11 +188,19 @@ def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
     false = tuple(_tag(r) for r in in_use if r.false_completion)
     if false:
         reasons.append(f"{len(false)} episode(s) claimed to be done when they were not: {_some(false)}")
+    player = players.pop()
+    others = tuple(sorted(_key_name(k) for k in set(other_keys) - {player}))
+    if others:
+        reasons.append(f"episodes of agent {agent} ({agent_version}) were also played by key(s) {', '.join(others)}; "
+                       f"this verdict counts key {_key_name(player)} only, and one agent version's readiness needs "
+                       f"one key's episodes: bind keys to agent names (`rehearsal keys create --agent NAME`) "
+                       f"and judge the right key's runs")
     return Readiness(agent=agent, agent_version=agent_version, world=world, world_version=world_version,
                      improved=improved, ready=not reasons, counted=len(never_learned), verified=verified,
                      rule_violations=violations, false_completions=false,
                      left_out=tuple(sorted(left.items())), reasons=tuple(reasons), not_scored=not_scored,
-                     not_scored_causes=ordered, max_not_scored_share=max_not_scored_share)
+                     not_scored_causes=ordered, max_not_scored_share=max_not_scored_share, key_id=player,
+                     other_keys=others)
 
 
 def _causes(causes: tuple[tuple[str, int], ...]) -> str:
@@ -190,18 +220,20 @@ def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
     A version whose lineage (``rehearsal improve``; looked up in the profile store ``profiles_root``,
     default ``$REHEARSAL_AGENT_PROFILES``, else ``./agent_profiles``) says it was improved is judged as
     ``improved`` (holdout only) without a flag; ``improved=True`` forces that for every version."""
-    groups: dict[tuple[str, str, str, str], list[EpisodeRecord]] = {}
+    groups: dict[tuple[str, str, str, str], dict[str | None, list[EpisodeRecord]]] = {}
     for r in records:
-        groups.setdefault((r.agent, r.agent_version, r.world, r.world_version), []).append(r)
-    return [judge(groups[k], improved=improved or is_improved(k[0], k[1], profiles_root),
-                  versions_root=versions_root, max_not_scored_share=max_not_scored_share) for k in sorted(groups)]
+        groups.setdefault((r.agent, r.agent_version, r.world, r.world_version), {}).setdefault(_key(r), []).append(r)
+    return [judge(by_key[key], improved=improved or is_improved(k[0], k[1], profiles_root),
+                  versions_root=versions_root, max_not_scored_share=max_not_scored_share, other_keys=tuple(by_key))
+            for k, by_key in sorted(groups.items()) for key in sorted(by_key, key=_key_name)]
 
 
 def format_readiness(r: Readiness) -> str:
     """The verdict for people: the label, the numbers behind it, and the reasons."""
     share = "-" if r.verified_share is None else f"{r.verified_share:.0%}"
     scope = "holdout, improved version" if r.improved else "all scenarios"
-    lines = [f"{r.label}: agent {r.agent} ({r.agent_version}) on world {r.world} {r.world_version}",
+    played = f" (played by key {r.key_id})" if r.key_id is not None else ""
+    lines = [f"{r.label}: agent {r.agent} ({r.agent_version}) on world {r.world} {r.world_version}{played}",
              f"  counted {r.counted} scored episode(s) ({scope}), {r.verified} verified ({share}); "
              f"hard rules broken {len(r.rule_violations)}; false completions {len(r.false_completions)}"]
     ns = "-" if r.not_scored_share is None else f"{r.not_scored_share:.1%}"

@@ -9,14 +9,26 @@ database that fails is reopened, or the run stops with a summary
 """
 
 from ._lock import RunLocked, run_lock
-from ._models import customer_for, endpoint_of, model_agents, run_profile
+from ._models import run_profile
 from ._plan import AgentFactory, EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
-from ._play import EpisodeResult, play, run_batch, run_episode
+from ._play import Answer, EpisodeResult, advance, episode_turns, play, run_batch, run_episode, take_turn
 from ._pool import MAX_TRIES, Played, RayPool
 from ._progress import Progress
 from ._ray import run_on_ray
-from ._resume import REPLAYED_CAUSES, RUN_FILE, Batch, RunState, RunStopped, load_config, load_plan, start_run
+from ._resolved import ResolvedRun, resolve
+from ._resume import (
+    REPLAYED_CAUSES,
+    RUN_FILE,
+    Batch,
+    RunState,
+    RunStopped,
+    begin_run,
+    load_config,
+    load_plan,
+    start_run,
+)
 from ._serial import run
+from ._stamp import RecordStamp
 from ._summary import (
     METRICS,
     OUTCOMES,
@@ -38,6 +50,14 @@ __all__ = [
     "Played",
     "RUN_FILE",
     "AgentFactory",
+    "Answer",
+    "RecordStamp",
+    "ResolvedRun",
+    "advance",
+    "begin_run",
+    "episode_turns",
+    "resolve",
+    "take_turn",
     "Batch",
     "DatabaseUnavailable",
     "EpisodeResult",
@@ -65,9 +85,6 @@ __all__ = [
     "summarize",
     "summary_row",
     "summary_rows",
-    "customer_for",
-    "endpoint_of",
-    "model_agents",
     "run_profile",
     "world_for",
     "write_provenance",

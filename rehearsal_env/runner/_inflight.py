@@ -26,32 +26,29 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..agents import AsyncOpenAIAgent, ModelAgents, ProfileError
+from ..agents import AsyncOpenAIAgent, ModelAgents
 from ..backends import Database, DatabaseError, open_database
-from ..env import RehearsalEnv
+from ..env import RehearsalEnv, failure
 from ..records import EpisodeRecord
 from ..verdict import NotScoredCause, NotScoredError
-from ..worlds import World
-from ._plan import EpisodeSpec, RunConfig
+from ._plan import EpisodeSpec
+from ._play import Answer, EpisodeResult, advance, episode_turns
+from ._resolved import ResolvedRun
 
 T = TypeVar("T")
-RecordOf = Callable[[EpisodeSpec, RehearsalEnv, Any], EpisodeRecord]
-"""Makes the record of a finished episode: (spec, env, agent) -> record."""
-LostOf = Callable[[EpisodeSpec, BaseException], EpisodeRecord]
-"""Makes the not-scored record of an episode that could not start (its database, or another part, failed)."""
-EnvOf = Callable[[Database, str], RehearsalEnv]
-"""Makes the env of a scenario id on a slot's database."""
 
 
 class _Slot:
     """One episode at a time: a database, its envs and the thread they run on."""
 
-    def __init__(self, config: RunConfig, world: World, env_of: EnvOf) -> None:
+    def __init__(self, run: ResolvedRun) -> None:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-slot")
-        self._open = lambda: open_database(world, config.backend, **config.backend_options)
+        self._run = run
         self.db: Database = self.thread.submit(self._open).result()
-        self._env_of = env_of
         self._envs: dict[str, RehearsalEnv] = {}
+
+    def _open(self) -> Database:
+        return open_database(self._run.world, self._run.config.backend, **self._run.config.backend_options)
 
     def reopen(self) -> None:
         """Close a failed database and open a new one (on the slot's thread; raises when it cannot)."""
@@ -65,7 +62,7 @@ class _Slot:
     def env(self, scenario_id: str) -> RehearsalEnv:
         env = self._envs.get(scenario_id)
         if env is None:
-            env = self._envs[scenario_id] = self._env_of(self.db, scenario_id)
+            env = self._envs[scenario_id] = self._run.env(self.db, scenario_id)
         return env
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -81,25 +78,20 @@ class _Slot:
 
 
 class InFlight:
-    """Plays batches with up to ``concurrency`` episodes in flight (see the module docstring).
+    """Plays batches of a resolved run with up to ``concurrency`` episodes in flight (see the module docstring).
 
     Args:
-        config: The run's config.
-        world: The run's world.
-        agents: The model agent factory.
-        env_of: Makes an env of a scenario on a slot's database.
-        record_of: Makes the record of a finished episode.
-        lost_of: Makes the record of an episode that could not start.
+        run: The run, resolved; its agent must be a model (``run.model_agents``).
     """
 
-    def __init__(self, config: RunConfig, world: World, agents: ModelAgents, *, env_of: EnvOf,
-                 record_of: RecordOf, lost_of: LostOf) -> None:
-        if config.concurrency < 1:
-            raise ValueError(f"expected concurrency >= 1, got {config.concurrency}")
-        self.config, self.world, self.agents = config, world, agents
-        self._record_of = record_of
-        self._lost_of = lost_of
-        self._slots = [_Slot(config, world, env_of) for _ in range(config.concurrency)]
+    def __init__(self, run: ResolvedRun) -> None:
+        if run.config.concurrency < 1:
+            raise ValueError(f"expected concurrency >= 1, got {run.config.concurrency}")
+        if run.model_agents is None:
+            raise ValueError(f"episodes in flight need a model agent, got agent {run.config.agent!r}")
+        self.run = run
+        self.agents: ModelAgents = run.model_agents
+        self._slots = [_Slot(run) for _ in range(run.config.concurrency)]
 
     def play_batch(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
         """Every episode of ``specs``, as records in that order."""
@@ -126,27 +118,25 @@ class InFlight:
         return [r for r in records if r is not None]
 
     async def _play(self, slot: _Slot, spec: EpisodeSpec, client: Any) -> EpisodeRecord:
+        """One episode: the loop body of :func:`~._play.episode_turns`, each turn on the slot's thread."""
         env = await slot.run(slot.env, spec.scenario)
         agent: AsyncOpenAIAgent = self.agents.async_agent(env.scenario, client)
+        turns = episode_turns(env, spec.seed)
         try:
-            observation, info = await slot.run(lambda: env.reset(seed=spec.seed))
+            observation, info = await slot.run(next, turns)
         except (DatabaseError, NotScoredError) as exc:
-            return self._lost_of(spec, exc)
+            cause, reason = failure(exc)
+            return self.run.lost(spec, f"the episode could not start: {reason}", cause)
         while True:
+            answer: Answer
             try:
-                action = await agent.act(observation, info)
-            except ProfileError:
-                raise
-            except NotScoredError as exc:
-                step = await slot.run(env.abort, exc.cause, f"{exc.cause.value} failed: {exc}")
-            except Exception as exc:  # the agent's own bug: a rejected attempt that takes a turn
-                step = await slot.run(env.policy_failed, exc)
-            else:
-                step = await slot.run(env.step, action)
-            observation, _, terminated, truncated, info = step
-            if terminated or truncated:
-                break
-        return await slot.run(self._record_of, spec, env, agent)
+                answer = await agent.act(observation, info)
+            except Exception as exc:  # judged by take_turn, as serially
+                answer = exc
+            turn = await slot.run(advance, turns, answer)
+            if isinstance(turn, EpisodeResult):
+                return await slot.run(self.run.record, spec, turn.episode, agent)
+            observation, info = turn
 
     def close(self) -> None:
         for slot in self._slots:

@@ -38,11 +38,13 @@ def holder_of(out: Path) -> str:
 
 @contextmanager
 def run_lock(out: Path, run_id: str) -> Iterator[None]:
-    """Hold ``out`` for run ``run_id`` while the body runs.
+    """Hold ``out`` for run ``run_id`` while the body runs (a folder this makes is removed again when the body
+    wrote nothing into it: a run that could not start leaves no half-made run directory).
 
     Raises:
         RunLocked: another run holds it (at once, naming the holder).
     """
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(out / LOCK_FILE), timeout=0)
     try:
@@ -58,3 +60,9 @@ def run_lock(out: Path, run_id: str) -> Iterator[None]:
     finally:
         holder.unlink(missing_ok=True)
         lock.release()
+        if made and {p.name for p in out.iterdir()} <= {LOCK_FILE}:  # a run that could not start leaves no folder
+            (out / LOCK_FILE).unlink(missing_ok=True)
+            try:
+                out.rmdir()
+            except OSError:
+                pass

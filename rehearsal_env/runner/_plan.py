@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..agents import Policy
+from ..agents import Endpoint, Policy
 from ..clock import RUN_CONFIG, freeze_time_source, frozen_world, parse_day
 from ..provenance import Provenance, provenance_of
 from ..records import write_bytes_atomic
@@ -30,7 +30,11 @@ AgentFactory = Callable[[Scenario], Policy]
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What to run."""
+    """What to run (and, apart from it, :attr:`endpoint`: how to reach the model).
+
+    Every field but :attr:`endpoint` and :attr:`concurrency` decides the records; those two may change when
+    a run is resumed. :func:`~._resolved.resolve` turns a config into everything a worker reads.
+    """
 
     world: str
     """The world's name."""
@@ -50,8 +54,8 @@ class RunConfig:
     """Backend options (PostgreSQL: ``dsn``)."""
     stress: bool = True
     """Whether the stress layer is on."""
-    profile: str | None = None
-    """Reward profile (None: the outcome reward)."""
+    reward_profile: str | None = None
+    """The reward profile (``benchmark``, ``rl``; None: the outcome reward)."""
     batch_size: int = 32
     """Episodes per batch (one part file each)."""
     run_id: str = field(default_factory=lambda: f"run_{uuid.uuid4().hex[:12]}")
@@ -66,18 +70,14 @@ class RunConfig:
     agent_profile: str | None = None
     """The agent profile as TOML when the agent is a model (``rehearsal run`` resolves ``--agent`` to it, so
     workers and a resumed run play exactly this profile); None: a built-in agent or a user's policy."""
-    base_url: str | None = None
-    """The OpenAI-compatible API serving the agent's (and a model customer's) model; None: the SDK's default."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """The environment variable holding that API's key (never stored itself)."""
     customer: str | None = None
     """``openai:MODEL``: a customer played by that model; None: the scenario's scripted customer."""
-    concurrency: int = 1
-    """Episodes in flight per worker for a model agent (each with its own database; see ``runner._inflight``)."""
-    model_timeout_s: float = 60.0
-    """Seconds one model call may take before it counts as a timeout (and is retried)."""
-    model_max_retries: int = 4
-    """Retries of a model call after a timeout, 429 or 5xx; then the episode is not scored (cause provider)."""
+    endpoint: Endpoint = field(default_factory=Endpoint, compare=False)
+    """How to reach the agent's (and a model customer's) model: where it is served, its key's variable, the
+    timeout and retries of a call. Not what the run is: a resumed run may reach its model elsewhere."""
+    concurrency: int = field(default=1, compare=False)
+    """Episodes in flight per worker for a model agent (each with its own database; see ``runner._inflight``);
+    how fast the run plays, not what it is."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "freeze_time_source",
@@ -143,14 +143,13 @@ def run_provenance(config: RunConfig, world: World) -> Provenance:
         raise ValueError(f"the run freezes time at {config.freeze_time}, but got world {world.name!r} anchored at "
                          f"{world.data_anchor}; load the world with runner.world_for(config)")
     source = freeze_time_source(config.freeze_time, config.freeze_time_source)
-    return provenance_of(world, config.profile, source)
+    return provenance_of(world, config.reward_profile, source)
 
 
-def write_provenance(config: RunConfig, out: Path, world: World | None = None) -> Path:
-    """Write ``provenance.json`` into the run directory, atomically; return its path."""
-    blob = run_provenance(config, world or world_for(config)).to_dict()
+def write_provenance(provenance: Provenance, out: Path) -> Path:
+    """Write the run's ``provenance.json`` into the run directory, atomically; return its path."""
     path = Path(out) / "provenance.json"
-    write_bytes_atomic(path, (json.dumps(blob, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes_atomic(path, (json.dumps(provenance.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     return path
 
 

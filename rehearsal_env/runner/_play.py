@@ -1,7 +1,10 @@
-"""Playing one episode, start to verdict, and recording it; a batch of them on one database.
+"""Playing one episode, start to verdict: the one loop body every runner drives, and its record.
 
-:func:`run_batch` is the unit of work a worker process or a Ray actor calls
-with a batch of :class:`~._plan.EpisodeSpec`.
+:func:`episode_turns` is the episode loop: reset, then for each answer of the
+agent one turn, until the episode ends. The serial runner and each Ray actor
+drive it with a synchronous policy (:func:`run_episode`), an in-flight worker
+with an asynchronous one (:mod:`._inflight`), on the same body; a served
+episode takes the same turn (:func:`take_turn`) for each HTTP step.
 
 Who is to blame is decided here for what the policy does (attribution is a contract, see
 :mod:`rehearsal_env.verdict`):
@@ -9,6 +12,8 @@ Who is to blame is decided here for what the policy does (attribution is a contr
 - a policy that raises :class:`~rehearsal_env.verdict.NotScoredError` (e.g. a provider error after
   its retries ran out, cause ``provider``) ends the episode ``not_scored`` with that cause and reason;
   the run records it and goes on;
+- a policy that raises :class:`~rehearsal_env.agents.ProfileError` (the provider refused the model or
+  the key: every episode would fail the same way) stops the run;
 - any other exception from a policy is the agent's bug: that call is a *rejected attempt* (it takes a
   turn, the episode goes on, and a policy that always raises ends at the turn limit, scored); it is
   never ``not_scored``;
@@ -19,18 +24,23 @@ Who is to blame is decided here for what the policy does (attribution is a contr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ..agents import Policy, ProfileError, make_agent
+from ..agents import Policy, ProfileError
 from ..backends import Database, DatabaseError, open_database
 from ..env import Episode, RehearsalEnv, failure
-from ..records import EpisodeRecord, not_played_record, record_episode
-from ..scenarios import Scenario
+from ..records import EpisodeRecord
 from ..verdict import NotScoredError, Verdict
 from ..worlds import World
-from ._models import customer_for, model_agents, stamp
-from ._plan import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, run_provenance, world_for
+from ._plan import AgentFactory, EpisodeSpec, RunConfig
+from ._resolved import ResolvedRun, resolve
+
+Step = tuple[str, float, bool, bool, dict[str, Any]]
+"""What ``env.step`` returns: observation, reward, terminated, truncated, info."""
+Answer = str | BaseException
+"""What an agent answered a turn with: an action, or the exception it raised instead."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,47 @@ class EpisodeResult:
     verdict: Verdict
     """What the checks decided."""
     reward: float
-    """The final step's reward under the env's profile."""
+    """The final step's reward under the env's reward profile."""
+
+
+def take_turn(env: RehearsalEnv, answer: Answer) -> Step:
+    """One turn of ``env`` for the agent's ``answer`` (see the module docstring for who is to blame).
+
+    Raises:
+        ProfileError: the agent raised it (the run stops).
+    """
+    if isinstance(answer, NotScoredError):
+        return env.abort(answer.cause, f"{answer.cause.value} failed: {answer}")
+    if isinstance(answer, ProfileError) or (isinstance(answer, BaseException) and not isinstance(answer, Exception)):
+        raise answer  # a provider's refusal stops the run; so does a KeyboardInterrupt
+    if isinstance(answer, BaseException):  # the policy's own bug: a rejected attempt, never "the environment failed"
+        return env.policy_failed(answer)
+    return env.step(answer)
+
+
+def episode_turns(env: RehearsalEnv, seed: int) -> Generator[tuple[str, dict[str, Any]], Answer, EpisodeResult]:
+    """The episode loop: yields each observation and info, takes the agent's answer, returns the result.
+
+    Raises:
+        DatabaseError: the database could not be reset (no episode started).
+        NotScoredError: a part other than the agent failed before the episode started.
+    """
+    observation, info = env.reset(seed=seed)
+    while True:
+        answer = yield observation, info
+        observation, reward, terminated, truncated, info = take_turn(env, answer)
+        if terminated or truncated:
+            return EpisodeResult(env.episode, info["verdict"], reward)
+
+
+def advance(turns: Generator[tuple[str, dict[str, Any]], Answer, EpisodeResult],
+            answer: Answer) -> tuple[str, dict[str, Any]] | EpisodeResult:
+    """Give the loop the agent's answer: the next observation and info, or the result when the episode ended."""
+    try:
+        return turns.send(answer)
+    except StopIteration as done:
+        result: EpisodeResult = done.value
+        return result
 
 
 def run_episode(env: RehearsalEnv, agent: Policy, *, seed: int = 0) -> EpisodeResult:
@@ -53,67 +103,43 @@ def run_episode(env: RehearsalEnv, agent: Policy, *, seed: int = 0) -> EpisodeRe
         DatabaseError: the database could not be reset (no episode started).
         NotScoredError: a part other than the agent failed before the episode started.
     """
-    observation, info = env.reset(seed=seed)
+    turns = episode_turns(env, seed)
+    observation, info = next(turns)
     while True:
+        answer: Answer
         try:
-            action = agent(observation, info)
-        except NotScoredError as exc:
-            step = env.abort(exc.cause, f"{exc.cause.value} failed: {exc}")
-        except ProfileError:  # the provider refused the model or key: every episode would; stop the run
-            raise
-        except Exception as exc:  # the policy's own bug: a rejected attempt, never "the environment failed"
-            step = env.policy_failed(exc)
-        else:
-            step = env.step(action)
-        observation, reward, terminated, truncated, info = step
-        if terminated or truncated:
-            return EpisodeResult(env.episode, info["verdict"], reward)
+            answer = agent(observation, info)
+        except Exception as exc:  # judged by take_turn
+            answer = exc
+        turn = advance(turns, answer)
+        if isinstance(turn, EpisodeResult):
+            return turn
+        observation, info = turn
 
 
-def play(config: RunConfig, world: World, db: Database, spec: EpisodeSpec,
-         agent_factory: AgentFactory | None = None, *, env: RehearsalEnv | None = None) -> EpisodeRecord:
-    """One episode, start to verdict, as a record (on ``env``, an env of the scenario on ``db``, if given).
+def play(run: ResolvedRun, db: Database, spec: EpisodeSpec, *, env: RehearsalEnv | None = None) -> EpisodeRecord:
+    """One episode of the resolved run, start to verdict, as a record (on ``env`` when given, else a new env
+    of the scenario on ``db``).
 
     An episode whose database fails before it starts is recorded not scored (cause ``database``).
     """
-    scenario = world.scenario(spec.scenario)
-    if env is None:
-        env = env_for(config, world, db, scenario)
-    factory = agent_factory or model_agents(config)
-    agent = factory(scenario) if factory else make_agent(config.agent, scenario)
+    env = env or run.env(db, spec.scenario)
+    agent = run.agent(env.scenario)
     try:
         result = run_episode(env, agent, seed=spec.seed)
     except (DatabaseError, NotScoredError) as exc:
         cause, reason = failure(exc)
-        return not_played_record(scenario, run_id=config.run_id, agent=config.agent,
-                                 agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
-                                 backend=config.backend, stress=config.stress, cause=cause,
-                                 reason=f"the episode could not start: {reason}",
-                                 provenance=run_provenance(config, world))
-    return record_of(config, world, spec, result.episode, agent)
-
-
-def env_for(config: RunConfig, world: World, db: Database, scenario: Scenario) -> RehearsalEnv:
-    """The run's env of ``scenario`` on ``db`` (with a model-played customer when the run has one)."""
-    return RehearsalEnv(scenario, world, database=db, stress=config.stress, profile=config.profile,
-                        customer=customer_for(config, scenario))
-
-
-def record_of(config: RunConfig, world: World, spec: EpisodeSpec, episode: Episode, agent: object) -> EpisodeRecord:
-    """The record of a finished episode of the run, with the model's profile and cost when the agent is one."""
-    record = record_episode(episode, run_id=config.run_id, agent=config.agent,
-                            agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
-                            backend=config.backend, stress=config.stress, provenance=run_provenance(config, world))
-    return stamp(record, config, agent)
+        return run.lost(spec, f"the episode could not start: {reason}", cause)
+    return run.record(spec, result.episode, agent)
 
 
 def run_batch(config: RunConfig, specs: Sequence[EpisodeSpec], *, world: World | None = None,
               agent_factory: AgentFactory | None = None, database: Database | None = None) -> list[EpisodeRecord]:
-    """Play ``specs`` on one database (opened here unless given) and return their records."""
-    world = world or world_for(config)
-    db = database or open_database(world, config.backend, **config.backend_options)
+    """Play ``specs`` on one database (opened here unless given) with fresh envs, and return their records."""
+    run = resolve(config, agent_factory, world=world)
+    db = database or open_database(run.world, config.backend, **config.backend_options)
     try:
-        return [play(config, world, db, spec, agent_factory) for spec in specs]
+        return [play(run, db, spec) for spec in specs]
     finally:
         if database is None:
             db.close()

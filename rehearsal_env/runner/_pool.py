@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import EpisodeRecord, encode_part
-from ._plan import AgentFactory, EpisodeSpec, RunConfig, world_for
+from ._plan import AgentFactory, EpisodeSpec, RunConfig
+from ._resolved import ResolvedRun, resolve
 from ._resume import Batch
 from ._summary import SummaryRow, summary_row
-from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker, lost_record
+from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
 MAX_TRIES = 2
 """Times an episode is started before a dying worker makes it ``not_scored``."""
@@ -55,7 +56,7 @@ class _Actor:
     """The Ray actor's body (wrapped with ``ray.remote`` when a pool starts)."""
 
     def __init__(self, config: RunConfig, agent_factory: AgentFactory | None, recovery_s: float) -> None:
-        self.worker = EpisodeWorker(config, agent_factory, recovery_s=recovery_s)
+        self.worker = EpisodeWorker(resolve(config, agent_factory), recovery_s=recovery_s)  # resolved once per actor
 
     def ready(self) -> int:
         return os.getpid()
@@ -101,10 +102,12 @@ class RayPool:
         agent_factory: A picklable factory of fresh policies (None: the built-in ``config.agent``).
         inflight: Batches queued on each actor at a time.
         recovery_s: How long each actor tries to reopen a failed database (see :mod:`._worker`).
+        resolved: The run already resolved in this process (resolved here when None); each actor resolves
+            its own once.
     """
 
     def __init__(self, config: RunConfig, workers: int, *, agent_factory: AgentFactory | None = None,
-                 inflight: int = 2, recovery_s: float = RECOVERY_S) -> None:
+                 inflight: int = 2, recovery_s: float = RECOVERY_S, resolved: ResolvedRun | None = None) -> None:
         import ray
 
         if workers < 1 or inflight < 1:
@@ -114,7 +117,7 @@ class RayPool:
         self.deaths = 0
         self.given_up: list[str] = []
         """Why each worker the pool gave up on (it died, and its replacements would not start) is gone."""
-        self._world = world_for(config)
+        self._run = resolved or resolve(config, agent_factory)  # the driver's own, for the records of lost episodes
         self._remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Actor)
         self._agent_factory = agent_factory
         self._recovery_s = recovery_s
@@ -222,7 +225,7 @@ class RayPool:
             else:
                 reason = (f"the worker process died while playing this episode, on each of {MAX_TRIES} "
                           f"tries: {brief(cause)}")
-                record = lost_record(self.config, self._world, task.specs[0], reason)
+                record = self._run.lost(task.specs[0], reason)
                 done.append((task, Played((summary_row(record),), None, (record,))))
         todo.extendleft(reversed(again))
         ray.kill(slot.actor, no_restart=True)

@@ -31,7 +31,7 @@ from ._plan import AgentFactory, RunConfig
 from ._pool import Played, RayPool
 from ._progress import Progress
 from ._reaper import watch
-from ._resume import Batch, finish_run, start_run, stop_run
+from ._resume import Batch, begin_run, finish_run, start_run, stop_run
 from ._summary import SummaryRow, summary_row
 from ._worker import RECOVERY_S, DatabaseUnavailable
 
@@ -147,7 +147,7 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
     """
     out = Path(out_dir)
     with run_lock(out, config.run_id):
-        state = start_run(config, out, resume=resume)
+        state = start_run(config, out, resume=resume, agent_factory=agent_factory)
         if pool is not None and pool.config != state.config:
             raise ValueError("the given pool plays another config; make a RayPool of this run's config")
         bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
@@ -158,7 +158,8 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
             if state.pending:
                 own = pool is None
                 pool = pool or RayPool(state.config, workers, agent_factory=agent_factory, inflight=inflight,
-                                       recovery_s=recovery_s)
+                                       recovery_s=recovery_s, resolved=state.run)
+                begin_run(state, out)  # the workers started: the run can start
                 bar.start()
                 writes: list[Future[Path]] = []
                 try:

@@ -21,6 +21,7 @@ uninterrupted run.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any, NoReturn
 
 import pyarrow.parquet as pq
 
+from ..agents import Endpoint
 from ..records import (
     EPISODES_DIR,
     MANIFEST,
@@ -37,11 +39,12 @@ from ..records import (
     part_files,
     part_version,
     read_part,
+    write_bytes_atomic,
     write_part,
 )
 from ..verdict import NotScoredCause
-from ..worlds import World
-from ._plan import EpisodeSpec, RunConfig, batches, plan, world_for, write_provenance
+from ._plan import AgentFactory, EpisodeSpec, RunConfig, batches, plan, write_provenance
+from ._resolved import ResolvedRun, resolve
 from ._summary import SummaryRow, summary_rows, write_summary
 
 RUN_FILE = "run.json"
@@ -65,12 +68,12 @@ class Batch:
 
 @dataclass(frozen=True)
 class RunState:
-    """A run about to play: its config, its whole plan, and the batches still to play."""
+    """A run about to play: the run resolved, its whole plan, and the batches still to play."""
 
-    config: RunConfig
-    """The run's config (read from ``run.json`` when resuming)."""
-    world: World
-    """The run's world."""
+    run: ResolvedRun
+    """The run, resolved once (its config is the one stored in ``run.json`` when resuming)."""
+    new: bool
+    """Whether this is a new run (its ``run.json`` is written by :func:`begin_run`), not a resumed one."""
     specs: tuple[EpisodeSpec, ...]
     """Every planned episode, in order."""
     pending: tuple[Batch, ...]
@@ -79,36 +82,43 @@ class RunState:
     """What the summary reads of the episodes already recorded (resuming)."""
 
     @property
+    def config(self) -> RunConfig:
+        """The run's config."""
+        return self.run.config
+
+    @property
     def recorded(self) -> int:
         """Episodes of the plan already recorded."""
         return len(self.previous)
 
 
-def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState:
-    """Prepare ``out`` for ``config``: a new run (replacing any run there), or the rest of the run there.
+def start_run(config: RunConfig, out: Path, *, resume: bool = False,
+              agent_factory: AgentFactory | None = None) -> RunState:
+    """Resolve ``config`` and plan it: a new run in ``out``, or the rest of the run there.
+
+    Nothing of a new run is written yet (a part it needs may still fail to start): once its worker or
+    pool has started, :func:`begin_run` replaces any run in ``out`` with this one. Resuming removes the
+    damaged parts and the records to play again first.
 
     Raises:
         FileNotFoundError: resuming a directory without ``run.json``.
         ValueError: resuming with a config other than the stored one.
     """
-    world = world_for(config)
+    run = resolve(config, agent_factory)
     if resume:
         stored = load_config(out, backend_options=config.backend_options)
         if stored != config:
             diff = [f"{f.name}: stored {getattr(stored, f.name)!r}, given {getattr(config, f.name)!r}"
-                    for f in fields(RunConfig) if getattr(stored, f.name) != getattr(config, f.name)]
+                    for f in fields(RunConfig) if f.compare and getattr(stored, f.name) != getattr(config, f.name)]
             raise ValueError(f"{out / RUN_FILE} holds another run's config ({'; '.join(diff)}); resume with "
                              f"load_config({str(out)!r}), or start a new run in another directory")
         specs = load_plan(out)
         has_parts = _prepare_resume(out)
         done = summary_rows(out) if has_parts else {}
+        existing = {int(p.stem.split("-")[1]) for p in (out / EPISODES_DIR).glob("part-*.parquet")}
     else:
-        specs = plan(config, world)
-        _clear(out)
-        save_run(out, config, specs)
-        done = {}
-    write_provenance(config, out, world)
-    existing = {int(p.stem.split("-")[1]) for p in (out / EPISODES_DIR).glob("part-*.parquet")}
+        specs = plan(config, run.world)
+        done, existing = {}, set()
     spare = max([-(-len(specs) // config.batch_size), *(p + 1 for p in existing)])
     pending: list[Batch] = []
     for index, batch in enumerate(batches(specs, config.batch_size)):
@@ -120,7 +130,16 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False) -> RunState
             part, spare = spare, spare + 1
         pending.append(Batch(index, part, todo))
     previous = tuple(done[(s.scenario, s.repeat)] for s in specs if (s.scenario, s.repeat) in done)
-    return RunState(config, world, tuple(specs), tuple(pending), previous)
+    return RunState(run, not resume, tuple(specs), tuple(pending), previous)
+
+
+def begin_run(state: RunState, out: Path) -> None:
+    """The run can start: a new run replaces any run in ``out`` and writes its ``run.json``; either way
+    ``provenance.json`` is written."""
+    if state.new:
+        _clear(out)
+        save_run(out, state.config, list(state.specs))
+    write_provenance(state.run.provenance, out)
 
 
 def _prepare_resume(out: Path) -> bool:
@@ -151,7 +170,7 @@ def _prepare_resume(out: Path) -> bool:
 
 def finish_run(state: RunState, out: Path, played: Sequence[SummaryRow]) -> dict[str, Any]:
     """Write ``summary.json`` over the episodes recorded before and those ``played`` now; return it."""
-    return write_summary(state.config, out, [*state.previous, *played])
+    return write_summary(state.run, out, [*state.previous, *played])
 
 
 class RunStopped(RuntimeError):
@@ -179,22 +198,36 @@ def save_run(out: Path, config: RunConfig, specs: list[EpisodeSpec]) -> Path:
     body = {"version": RUN_FILE_VERSION, "config": stored,
             "episodes": [[s.scenario, s.repeat, s.seed] for s in specs]}
     path = out / RUN_FILE
-    tmp = out / f".{RUN_FILE}.tmp"
-    tmp.write_text(json.dumps(body, indent=1) + "\n")
-    tmp.replace(path)
+    write_bytes_atomic(path, (json.dumps(body, indent=1) + "\n").encode())
     return path
 
 
 def load_config(out: str | Path, *, backend_options: dict[str, Any] | None = None) -> RunConfig:
     """The config stored in a run directory's ``run.json`` (backend options are not stored: pass them)."""
-    stored = dict(_read(Path(out))["config"])
+    stored = _migrate(dict(_read(Path(out))["config"]))
     known = {f.name for f in fields(RunConfig)}
     unknown = sorted(set(stored) - known)
     if unknown:
         raise ValueError(f"{Path(out) / RUN_FILE} has config fields this version does not know: {unknown}; "
                          "resume it with the rehearsal-env version that started it")
     stored["scenarios"] = tuple(stored.get("scenarios", ()))
+    stored["endpoint"] = Endpoint(**stored.get("endpoint", {}))
     return RunConfig(**stored, backend_options=dict(backend_options or {}))
+
+
+_FLAT_ENDPOINT = {"base_url": "base_url", "api_key_env": "api_key_env", "model_timeout_s": "timeout_s",
+                  "model_max_retries": "max_retries"}
+"""The endpoint's fields as earlier run.json files stored them, flat in the config."""
+
+
+def _migrate(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored config in this version's shape: ``profile`` is ``reward_profile``, the endpoint is one field."""
+    if "profile" in stored and "reward_profile" not in stored:
+        stored["reward_profile"] = stored.pop("profile")
+    flat = {new: stored.pop(old) for old, new in _FLAT_ENDPOINT.items() if old in stored}
+    if flat:
+        stored["endpoint"] = {**flat, **stored.get("endpoint", {})}
+    return stored
 
 
 def load_plan(out: str | Path) -> list[EpisodeSpec]:
@@ -216,5 +249,8 @@ def _read(out: Path) -> dict[str, Any]:
 def _clear(out: Path) -> None:
     """Remove a previous run's plan, records and summary from ``out`` (nothing else)."""
     for path in [*(out / EPISODES_DIR).glob("part-*.parquet"), *(out / EPISODES_DIR).glob(".part-*.tmp"),
-                 out / EPISODES_DIR / MANIFEST, out / RUN_FILE, out / "summary.json"]:
+                 out / EPISODES_DIR / MANIFEST, out / RUN_FILE, out / "summary.json", out / "provenance.json"]:
         path.unlink(missing_ok=True)
+    for derived in out.glob("rescore-*"):  # what `rehearsal eval rescore` made of the previous run
+        if derived.is_dir() and (derived / EPISODES_DIR).is_dir():
+            shutil.rmtree(derived)

@@ -16,7 +16,7 @@ from ..records import EpisodeRecord, write_part
 from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._progress import Progress
-from ._resume import finish_run, start_run, stop_run
+from ._resume import begin_run, finish_run, start_run, stop_run
 from ._summary import SummaryRow, summary_row
 from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
@@ -36,10 +36,11 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
     """
     out = Path(out_dir)
     with run_lock(out, config.run_id):
-        state = start_run(config, out, resume=resume)
+        state = start_run(config, out, resume=resume, agent_factory=agent_factory)
+        worker = EpisodeWorker(state.run, recovery_s=recovery_s)  # opens the database: the run can start
+        begin_run(state, out)
         bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
         played: list[SummaryRow] = []
-        worker = EpisodeWorker(state.config, agent_factory, world=state.world, recovery_s=recovery_s)
         bar.start()
         try:
             for batch in state.pending:

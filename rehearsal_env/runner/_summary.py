@@ -11,9 +11,10 @@ from typing import Any, NamedTuple, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..records import RECORD_VERSION, checked_parts, part_version
+from ..records import RECORD_VERSION, checked_parts, part_version, write_bytes_atomic
 from ..verdict import NotScoredCause
-from ._plan import RunConfig, write_provenance
+from ._plan import write_provenance
+from ._resolved import ResolvedRun
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 METRICS = ("false_completions", "duplicate_effects", "recovered", "unnecessary_interruptions",
@@ -144,12 +145,12 @@ def model_cost(records: Sequence[Summarized]) -> dict[str, Any]:
             "model_latency_ms_per_call": latency / calls if calls else None}
 
 
-def write_summary(config: RunConfig, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:
-    """Write ``summary.json`` (and ``provenance.json``) for ``records`` of the run ``config``; return the summary."""
+def write_summary(run: ResolvedRun, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:
+    """Write ``summary.json`` (and ``provenance.json``) for ``records`` of the resolved run; return the summary."""
     summary = summarize(records)
-    summary["config"] = {k: v for k, v in asdict(config).items() if k != "backend_options"}
-    write_provenance(config, out)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    summary["config"] = {k: v for k, v in asdict(run.config).items() if k != "backend_options"}
+    write_provenance(run.provenance, out)
+    write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     return summary
 
 

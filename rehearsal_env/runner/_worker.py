@@ -20,14 +20,13 @@ import time
 from collections.abc import Sequence
 
 from ..backends import Database, DatabaseError, open_database
-from ..env import RehearsalEnv, failure
-from ..records import EpisodeRecord, not_played_record
+from ..env import RehearsalEnv
+from ..records import EpisodeRecord
 from ..verdict import NotScoredCause, NotScoredError
-from ..worlds import World
 from ._inflight import InFlight
-from ._models import model_agents
-from ._plan import AgentFactory, EpisodeSpec, RunConfig, agent_version_of, run_provenance, world_for
-from ._play import env_for, play, record_of
+from ._plan import EpisodeSpec
+from ._play import play
+from ._resolved import ResolvedRun
 
 RECOVERY_S = 60.0
 """How long a worker tries to reopen a failed database before the run stops."""
@@ -46,23 +45,20 @@ class DatabaseUnavailable(RuntimeError):
 
 
 class EpisodeWorker:
-    """Plays episodes of one run on its own database; one per process (serial) or per Ray actor.
+    """Plays episodes of one resolved run on its own database; one per process (serial) or per Ray actor.
 
     Args:
-        config: The run's configuration.
-        agent_factory: Makes a fresh policy per episode (None: the built-in agent ``config.agent``).
-        world: The run's world (:func:`~._plan.world_for` of ``config`` when None).
+        run: The run, resolved (:func:`~._resolved.resolve`).
         database: An open database of the world to use and not close (opened here when None; a given
             database is not reopened when it fails, the run stops instead).
         recovery_s: Seconds to try reopening a failed database before :class:`DatabaseUnavailable`.
     """
 
-    def __init__(self, config: RunConfig, agent_factory: AgentFactory | None = None, *,
-                 world: World | None = None, database: Database | None = None,
+    def __init__(self, run: ResolvedRun, *, database: Database | None = None,
                  recovery_s: float = RECOVERY_S) -> None:
-        self.config = config
-        self.agent_factory = agent_factory
-        self.world = world or world_for(config)
+        self.run = run
+        self.config = run.config
+        self.world = run.world
         self.recovery_s = recovery_s
         self.recoveries = 0
         """Times the database was reopened after a failure."""
@@ -78,8 +74,7 @@ class EpisodeWorker:
         """The worker's env for a scenario, built on first use."""
         env = self._envs.get(scenario_id)
         if env is None:
-            env = env_for(self.config, self.world, self.db, self.world.scenario(scenario_id))
-            self._envs[scenario_id] = env
+            env = self._envs[scenario_id] = self.run.env(self.db, scenario_id)
         return env
 
     def play(self, spec: EpisodeSpec) -> EpisodeRecord:
@@ -89,7 +84,7 @@ class EpisodeWorker:
             DatabaseUnavailable: the database failed and could not be reopened within ``recovery_s``
                 (the failed episode's record is :attr:`DatabaseUnavailable.record`).
         """
-        record = play(self.config, self.world, self.db, spec, self.agent_factory, env=self.env(spec.scenario))
+        record = play(self.run, self.db, spec, env=self.env(spec.scenario))
         if record.not_scored_cause == NotScoredCause.DATABASE.value:
             self.recover(record)
         return record
@@ -137,19 +132,10 @@ class EpisodeWorker:
 
     def _inflight(self) -> InFlight | None:
         """The in-flight player of a run with a model agent and ``concurrency`` > 1 (None: play serially)."""
-        agents = model_agents(self.config) if self.agent_factory is None else None
-        if self.config.concurrency <= 1 or agents is None:
+        if self.config.concurrency <= 1 or self.run.model_agents is None:
             return None
         if self._in_flight is None:
-            config, world = self.config, self.world
-
-            def lost(spec: EpisodeSpec, exc: BaseException) -> EpisodeRecord:
-                cause, reason = failure(exc)
-                return lost_record(config, world, spec, f"the episode could not start: {reason}", cause)
-
-            self._in_flight = InFlight(
-                config, world, agents, env_of=lambda db, sid: env_for(config, world, db, world.scenario(sid)),
-                record_of=lambda spec, env, agent: record_of(config, world, spec, env.episode, agent), lost_of=lost)
+            self._in_flight = InFlight(self.run)
         return self._in_flight
 
     def close(self) -> None:
@@ -164,11 +150,3 @@ class EpisodeWorker:
             except (DatabaseError, NotScoredError, OSError):
                 pass
 
-
-def lost_record(config: RunConfig, world: World, spec: EpisodeSpec, reason: str,
-                cause: NotScoredCause = NotScoredCause.WORKER) -> EpisodeRecord:
-    """The record of an episode that could not be played to a verdict: not scored, with the cause and reason."""
-    return not_played_record(world.scenario(spec.scenario), run_id=config.run_id, agent=config.agent,
-                             agent_version=agent_version_of(config), repeat=spec.repeat, seed=spec.seed,
-                             backend=config.backend, stress=config.stress, reason=reason, cause=cause,
-                             provenance=run_provenance(config, world))
