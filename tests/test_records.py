@@ -25,8 +25,13 @@ from rehearsal_env.records import (
     VERSION_KEY,
     EpisodeRecord,
     PartWriter,
+    RunNotSealed,
+    checked_parts,
+    read_part,
     read_records,
     read_table,
+    seal_run,
+    write_part_bytes,
 )
 from rehearsal_env.runner import RunConfig, run, run_batch
 from rehearsal_env.runner import plan as plan_run
@@ -59,6 +64,12 @@ class _Noisy:
 def noisy_careless(scenario: Scenario) -> Policy:
     """The careless repeat of an unknown-outcome write, after a malformed first action."""
     return _Noisy(make_agent("wrong:repeat-write", scenario))
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _fields(schema: pa.Schema | pa.StructType) -> list[pa.Field]:
@@ -109,6 +120,7 @@ def test_a_record_holds_every_turn_check_request_and_row_change(tiny: World, tmp
     assert record.capture_error is None and record.provenance.world == "tiny"
 
     PartWriter(tmp_path).add([record])
+    seal_run(tmp_path)
     assert read_records(tmp_path) == [record]
 
 
@@ -132,7 +144,9 @@ def test_records_are_written_as_episodes_finish_and_a_killed_run_keeps_them(tmp_
     """)
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 9, done.stderr
-    records = read_records(tmp_path)
+    with pytest.raises(RunNotSealed, match="the run is not sealed"):  # a killed run never reached its seal
+        read_records(tmp_path)
+    records = sorted((r for p in checked_parts(tmp_path) for r in read_part(p)), key=lambda r: (r.scenario, r.repeat))
     assert [(r.scenario, r.repeat) for r in records] == [("pay-ann", 0), ("pay-ann", 1), ("pay-changed", 0),
                                                          ("pay-changed", 1)]
     assert (tmp_path / "provenance.json").is_file() and not (tmp_path / "summary.json").exists()
@@ -148,13 +162,15 @@ def test_a_half_written_file_is_never_read_as_a_record(tmp_path: Path) -> None:
     writer.add(read_records(tmp_path)[:1])
     assert writer.parts == []  # buffered, nothing visible yet
     writer.close()
+    with pytest.raises(RunNotSealed, match="part-00002.parquet: is not among the parts the run sealed"):
+        read_records(tmp_path)
+    seal_run(tmp_path)
     assert [p.name for p in writer.parts] == ["part-00002.parquet"] and len(read_records(tmp_path)) == 4
 
 
 def test_records_of_another_version_are_refused_saying_what_to_do(tmp_path: Path) -> None:
-    (tmp_path / EPISODES_DIR).mkdir()
     old = pa.table({"scenario": ["x"], "trace": ["[]"]}).replace_schema_metadata({VERSION_KEY: "1"})
-    pq.write_table(old, tmp_path / EPISODES_DIR / "part-00000.parquet")
+    write_part_bytes(tmp_path, _parquet_bytes(old), 0)
     with pytest.raises(ValueError, match="expected episode records of version 3, found version 1; rerun"):
         read_table(tmp_path)
     with pytest.raises(FileNotFoundError, match="found none"):
@@ -170,8 +186,8 @@ def test_version_2_parts_still_read_with_the_newer_fields_null(tmp_path: Path) -
                                                               "model_latency_ms", "customer_model")]
     old = table.select(v2_columns).replace_schema_metadata({VERSION_KEY: "2"})
     old = old.set_column(old.column_names.index("record_version"), "record_version", pa.array([2] * len(old)))
-    (tmp_path / "v2" / EPISODES_DIR).mkdir(parents=True)
-    pq.write_table(old, tmp_path / "v2" / EPISODES_DIR / "part-00000.parquet")  # as release 2 wrote it
+    write_part_bytes(tmp_path / "v2", _parquet_bytes(old), 0)  # as release 2 wrote it
+    seal_run(tmp_path / "v2")
     now, then = read_records(tmp_path / "now"), read_records(tmp_path / "v2")
     assert [r.not_scored_cause for r in then] == [None] * 3 and [r.record_version for r in then] == [2] * 3
     assert [dataclasses.replace(r, record_version=3) for r in then] == now

@@ -11,10 +11,19 @@ import pytest
 
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
-from rehearsal_env.records import EpisodeRecord, read_records, write_part
+from rehearsal_env.records import EpisodeRecord, read_records, seal_run, write_part
 from rehearsal_env.rescore import rescore_run
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.scenarios import Scenario
+from rehearsal_env.versions import (
+    VALIDATOR_VERSION,
+    NotPublished,
+    WorldVersion,
+    content_hashes,
+    publish,
+    world_content,
+    world_version,
+)
 from rehearsal_env.worlds import World, load_world, register_world
 
 SPLIT = "dev"
@@ -30,6 +39,23 @@ def shop_run(out: Path, profile: str | None) -> Path:
     run(RunConfig(world="shop", split=SPLIT, agent="mixed", reward_profile=profile, repeats=2), out,
         agent_factory=mixed)
     return out
+
+
+def publish_checks(world: World, root: Path) -> Path:
+    """Publish ``world``'s content (its scenarios' checks) under ``root`` without the validation plays of
+    ``rehearsal world build`` (a minute for shop): ``--recheck`` reads only the published checks."""
+    content = world_content(world)
+    version = WorldVersion(id=world_version(world), world=world.name, part_hashes=content_hashes(content),
+                           data_anchor=world.data_anchor.isoformat(), clock=world.now, backend="sqlite",
+                           validator=VALIDATOR_VERSION, validation=(), isolation=())
+    return publish(version, content, root)[0]
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("versions")
+    publish_checks(load_world("shop"), root)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +100,7 @@ def test_rescoring_under_the_other_profile_equals_scoring_live_with_it(benchmark
     assert outcome.ok
 
 
-def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, tmp_path: Path,
+def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, tmp_path: Path, versions: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
 
@@ -104,16 +130,17 @@ def test_rescore_touches_no_database_application_or_agent(benchmark_run: Path, t
         pass
     for target, name in targets:
         monkeypatch.setattr(target, name, unavailable)
-    report = rescore_run(benchmark_run, "rl", tmp_path / "offline", recheck_checks=True)
+    report = rescore_run(benchmark_run, "rl", tmp_path / "offline", recheck_checks=True, versions_root=versions)
     assert report.ok and report.rechecked == report.recheck_agree == report.episodes > 0
     assert len(rebuilt) == report.episodes
     assert main(["eval", "rescore", str(benchmark_run), "--profile", "benchmark", "--out", str(tmp_path / "cli"),
-                 "--recheck"]) == 0
+                 "--recheck", "--versions", str(versions)]) == 0
 
 
-def test_recheck_rebuilds_every_end_state_and_gets_the_stored_verdict(rl_run: Path, tmp_path: Path,
+def test_recheck_rebuilds_every_end_state_and_gets_the_stored_verdict(rl_run: Path, versions: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["eval", "rescore", str(rl_run), "--profile", "rl", "--recheck", "--json"]) == 0
+    assert main(["eval", "rescore", str(rl_run), "--profile", "rl", "--recheck", "--json",
+                 "--versions", str(versions)]) == 0
     report = json.loads(capsys.readouterr().out)
     n = len(read_records(rl_run))
     assert report["rechecked"] == report["recheck_agree"] == report["identical"] == report["episodes"] == n
@@ -129,17 +156,18 @@ def _tampered(run_dir: Path, out: Path, change: str) -> Path:
     out.mkdir()
     shutil.copy(run_dir / "provenance.json", out / "provenance.json")
     write_part(out, edited, 0)
+    seal_run(out)  # sealed by a trusted key: the recheck, not the seal, must find it
     return out
 
 
-def test_recheck_catches_a_record_whose_changes_do_not_give_its_verdict(rl_run: Path, tmp_path: Path,
+def test_recheck_catches_a_record_whose_changes_do_not_give_its_verdict(rl_run: Path, tmp_path: Path, versions: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     bad = _tampered(rl_run, tmp_path / "bad", "updated")
-    report = rescore_run(bad, "rl", recheck_checks=True)
+    report = rescore_run(bad, "rl", recheck_checks=True, versions_root=versions)
     assert not report.ok and report.recheck_agree == report.rechecked - 1
     assert any("outcome: stored verified, re-run" in d for d in report.recheck_differences)
     assert report.identical == report.episodes  # the rewards come from the stored components either way
-    assert main(["eval", "rescore", str(bad), "--profile", "rl", "--recheck"]) == 1
+    assert main(["eval", "rescore", str(bad), "--profile", "rl", "--recheck", "--versions", str(versions)]) == 1
     n = report.episodes
     assert f"{n - 1}/{n} verdicts equal the stored ones" in capsys.readouterr().out
 
@@ -172,6 +200,7 @@ def test_rescore_refuses_what_it_cannot_do(benchmark_run: Path, tmp_path: Path, 
     bare.mkdir()
     shutil.copy(benchmark_run / "provenance.json", bare / "provenance.json")
     write_part(bare, [dataclasses.replace(r, reward_components=()) for r in records], 0)
+    seal_run(bare)
     with pytest.raises(ValueError, match="no stored reward components"):
         rescore_run(bare, "rl")
     assert rescore_run(bare, "outcome").ok
@@ -181,11 +210,14 @@ def test_rescore_refuses_what_it_cannot_do(benchmark_run: Path, tmp_path: Path, 
     mixed_dir.mkdir()
     shutil.copy(benchmark_run / "provenance.json", mixed_dir / "provenance.json")
     write_part(mixed_dir, [*records, *read_records(tmp_path / "tiny")], 0)
-    with pytest.raises(ValueError, match="mixes runs"):
+    with pytest.raises(ValueError, match="holds records of 2 runs"):
+        seal_run(mixed_dir)  # a directory mixing runs is never sealed, so never read
+    with pytest.raises(ValueError, match="holds records of 2 runs"):
         rescore_run(mixed_dir, "rl")
 
 
-def test_records_of_a_postgres_run_rebuild_on_sqlite_to_the_same_verdicts(postgres_dsn: str, tmp_path: Path) -> None:
+def test_records_of_a_postgres_run_rebuild_on_sqlite_to_the_same_verdicts(postgres_dsn: str, tmp_path: Path,
+                                                                          versions: Path) -> None:
     chosen = tuple(s.id for s in load_world("shop").scenarios(SPLIT))[::5]
     for backend, options in (("postgres", {"dsn": postgres_dsn}), ("sqlite", {})):
         run(RunConfig(world="shop", scenarios=chosen, agent="mixed", backend=backend, backend_options=options),
@@ -194,7 +226,7 @@ def test_records_of_a_postgres_run_rebuild_on_sqlite_to_the_same_verdicts(postgr
     assert len(pg) == len(chosen) and any(r.changes for r in pg)
     assert [(r.outcome, r.changes, r.reward_components) for r in pg] == [
         (r.outcome, r.changes, r.reward_components) for r in lite]
-    report = rescore_run(tmp_path / "postgres", "rl", recheck_checks=True)
+    report = rescore_run(tmp_path / "postgres", "rl", recheck_checks=True, versions_root=versions)
     assert report.ok and report.rechecked == report.recheck_agree == len(chosen)
 
 
@@ -217,3 +249,49 @@ def test_a_records_components_and_reward_equal_the_live_ones(world_name: str) ->
         assert {c.name: c.value for c in record.reward_components} == live, scenario.id
         assert (record.reward or 0.0) == result.reward, scenario.id
         env.close()
+
+
+def test_recheck_takes_the_checks_from_the_published_version_never_from_the_record(
+        rl_run: Path, tmp_path: Path, versions: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each failed check's stored SQL replaced by ``SELECT ?`` with the wanted value, the outcome rewritten to
+    verified and the run sealed again by a trusted key: every reader accepts it, the recheck does not."""
+    records = read_records(rl_run)
+    forged = []
+    for r in records:
+        if r.outcome in ("not_achieved", "rule_violated") and r.checks:
+            checks = tuple(c if c.passed else dataclasses.replace(c, sql="SELECT ?", params=f"[{c.want}]",
+                                                                  held=c.want, passed=True) for c in r.checks)
+            r = dataclasses.replace(r, checks=checks, outcome="verified")
+        forged.append(r)
+    assert sum(a.outcome != b.outcome for a, b in zip(records, forged, strict=True)) > 0
+    out = tmp_path / "forged"
+    out.mkdir()
+    shutil.copy(rl_run / "provenance.json", out / "provenance.json")
+    write_part(out, forged, 0)
+    seal_run(out)
+    report = rescore_run(out, "rl", recheck_checks=True, versions_root=versions)
+    lied = sum(a.outcome != b.outcome for a, b in zip(records, forged, strict=True))
+    assert not report.ok and report.recheck_agree == report.rechecked - lied
+    assert any("re-run with the published check" in d for d in report.recheck_differences)
+    assert any("outcome: stored verified, re-run" in d for d in report.recheck_differences)
+    assert main(["eval", "rescore", str(out), "--reward-profile", "rl", "--recheck", "--versions", str(versions)]) == 1
+
+
+def test_recheck_refuses_a_world_version_not_published_here(rl_run: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(NotPublished, match="is not published under"):
+        rescore_run(rl_run, "rl", tmp_path / "out", recheck_checks=True, versions_root=tmp_path / "none")
+    assert not (tmp_path / "out").exists()
+    assert main(["eval", "rescore", str(rl_run), "--reward-profile", "rl", "--recheck", "--versions",
+                 str(tmp_path / "none"), "--out", str(tmp_path / "cli")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rehearsal: error: ") and "is not published" in err and err.count("\n") == 1
+
+
+def test_the_rescored_run_is_sealed_and_measured(benchmark_run: Path, tmp_path: Path) -> None:
+    from rehearsal_env.measure import load_run
+    from rehearsal_env.records import verify_seal
+
+    rescore_run(benchmark_run, "rl", tmp_path / "rl")
+    assert verify_seal(tmp_path / "rl").episodes == len(read_records(benchmark_run))
+    assert load_run(tmp_path / "rl")

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from ..provenance import OUTCOME_PROFILE
-from ..records import schema_text, verify_run_dir
+from ..records import SEAL_FILE, schema_text, trusted_keys, verify_run_dir, verify_seal
 from ..rescore import rescore_run
 from ._renamed import add_reward_profile
 
@@ -27,17 +27,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rescore.add_argument("--recheck", action="store_true",
                          help="also rebuild each episode's end state (world snapshot + stored row changes, on "
                               "embedded SQLite) and run its checks again; exit 1 if a verdict differs")
+    rescore.add_argument("--versions", metavar="DIR",
+                         help="published world versions, where --recheck takes the checks from (default: "
+                         "$REHEARSAL_WORLD_VERSIONS, else $REHEARSAL_HOME/world_versions)")
     rescore.add_argument("--json", action="store_true", help="print the report as JSON")
     rescore.set_defaults(handler=handle_rescore)
     schema = esub.add_parser("schema", help="the episode record schema, every field documented")
     schema.set_defaults(handler=handle_schema)
     verify = esub.add_parser(
         "verify", help="check a run directory's records: every part against the manifest, one run id",
-        description="Check every part of RUN_DIR/episodes.parquet/ against the manifest written with it "
-                    "(SHA-256, bytes, rows), that it reads as Parquet of a known record version, and that "
-                    "all parts belong to one run. Exit 0 when the records can be trusted, 1 otherwise, "
-                    "with one line per problem and the remedy.")
+        description="Compare RUN_DIR/episodes.parquet/'s manifest with its files in both directions "
+                    "(a part missing, a file not listed, SHA-256, bytes, rows), check that every part reads as "
+                    "Parquet of a known record version and that all parts belong to one run, and check the "
+                    f"run's seal ({SEAL_FILE}) against the trusted public keys. Exit 0 when the records can be "
+                    "trusted, 1 otherwise, with one line per problem.")
     verify.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `rehearsal run`")
+    for command in (rescore, verify):
+        command.add_argument("--trust", action="append", default=[], metavar="PUBLIC_KEY",
+                             help="also accept seals made with this public key (ed25519:...; repeatable); "
+                             "`rehearsal keys trust` keeps one for good")
     verify.set_defaults(handler=handle_verify)
 
 
@@ -45,7 +53,8 @@ def handle_rescore(args: argparse.Namespace) -> int:
     if args.reward_profile is None:
         raise ValueError(f"expected --reward-profile NAME (benchmark, rl or {OUTCOME_PROFILE}): the reward profile "
                          "to re-grade the run under")
-    report = rescore_run(args.run_dir, args.reward_profile, args.out, recheck_checks=args.recheck)
+    report = rescore_run(args.run_dir, args.reward_profile, args.out, recheck_checks=args.recheck,
+                         trusted=trusted_keys(args.trust), versions_root=args.versions)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1
@@ -72,14 +81,18 @@ def handle_rescore(args: argparse.Namespace) -> int:
 
 
 def handle_verify(args: argparse.Namespace) -> int:
-    problems = verify_run_dir(args.run_dir)
+    trusted = trusted_keys(args.trust)
+    problems = verify_run_dir(args.run_dir, trusted)
     if not problems:
-        print(f"{args.run_dir}: the records are whole (every part matches the manifest) and of one run")
+        seal = verify_seal(args.run_dir, trusted)
+        print(f"{args.run_dir}: the records are whole (the manifest matches every file), of one run "
+              f"({seal.run_id}, {seal.episodes} episodes, world {seal.world} {seal.world_version}), and sealed "
+              f"by trusted key {seal.key.id}{f' ({seal.key.name})' if seal.key.name else ''}")
         return 0
     for line in problems:
         print(line)
-    print(f"{len(problems)} problem(s); `rehearsal run --resume {args.run_dir}` plays the damaged parts' "
-          "episodes again and rewrites them")
+    print(f"{len(problems)} problem(s): these records cannot be trusted. A damaged part: `rehearsal run --resume "
+          f"{args.run_dir}` plays its episodes again; a changed, grafted or unsealed run: rerun the evaluation")
     return 1
 
 

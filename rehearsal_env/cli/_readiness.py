@@ -6,8 +6,8 @@ import argparse
 import json
 from dataclasses import asdict
 
-from ..readiness import MAX_NOT_SCORED_SHARE, assess, format_readiness
-from ..records import read_records
+from ..readiness import MAX_NOT_SCORED_SHARE, assess_runs, format_readiness
+from ..records import trusted_keys
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,14 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-not-scored", type=float, default=MAX_NOT_SCORED_SHARE, metavar="SHARE",
                    help="largest share of the counted episodes that may be not scored before the verdict is "
                    f"'Needs work' (default {MAX_NOT_SCORED_SHARE})")
+    p.add_argument("--trust", action="append", default=[], metavar="PUBLIC_KEY",
+                   help="also accept seals made with this public key (ed25519:...; repeatable); a run whose "
+                   "seal is missing, broken or by an untrusted key makes its verdict 'Needs work'")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    records = [r for run_dir in args.run_dirs for r in read_records(run_dir)]
-    verdicts = assess(records, improved=args.improved, versions_root=args.versions,
-                      max_not_scored_share=args.max_not_scored)
+    verdicts = assess_runs(args.run_dirs, trusted=trusted_keys(args.trust), improved=args.improved,
+                           versions_root=args.versions, max_not_scored_share=args.max_not_scored)
     if args.json:
         print(json.dumps([{**asdict(v), "label": v.label, "not_scored_share": v.not_scored_share}
                           for v in verdicts], indent=2))

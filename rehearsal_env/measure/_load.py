@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow.dataset as ds
 
-from ..records import MANIFEST, MixedRuns, RecordsDamaged, checked_parts
+from ..records import MixedRuns, PublicKey, RecordsDamaged, sealed_parts
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
@@ -129,17 +129,23 @@ class AgentRun:
         return dict(sorted(out.items()))
 
 
-def load_run(path: str | Path, split: str | None = None) -> list[AgentRun]:
-    """Every agent's episodes in run directory ``path`` (only scenarios of ``split`` if given)."""
+def load_run(path: str | Path, split: str | None = None,
+             trusted: Mapping[str, PublicKey] | None = None) -> list[AgentRun]:
+    """Every agent's episodes in run directory ``path`` (only scenarios of ``split`` if given), read only
+    from a sealed run whose parts match its manifest (``trusted``: the keys whose seal is accepted,
+    default the state home's trusted keys)."""
     root = Path(path)
     episodes = root / "episodes.parquet"
     if not episodes.exists():
         raise RunError(f"{root}: expected a run directory with episodes.parquet; {episodes} does not exist "
                        "(pass the directory the runner wrote)")
+    if not episodes.is_dir():
+        raise RunError(f"{episodes}: expected the directory of parts a run writes (with its manifest and "
+                       "seal); a single Parquet file says nothing about who wrote it. Measure the run "
+                       "directory `rehearsal run` wrote")
     try:
-        # a runner's directory of parts is verified first: every part against its manifest, one run id
-        runners = episodes.is_dir() and (episodes / MANIFEST).is_file()
-        source = [str(p) for p in checked_parts(root)] if runners else episodes
+        # the parts against their manifest (both ways), one run id, and the run's seal by a trusted key
+        source = [str(p) for p in sealed_parts(root, trusted)]
         dataset = ds.dataset(source, format="parquet")
     except (RecordsDamaged, MixedRuns) as e:
         raise RunError(str(e)) from e

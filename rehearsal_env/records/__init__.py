@@ -1,5 +1,6 @@
 """Episode records: one row per episode with nested turns, checks, requests and database changes,
-stored as atomically written Parquet parts in ``RUN_DIR/episodes.parquet/``.
+stored as atomically written Parquet parts in ``RUN_DIR/episodes.parquet/``, listed in a manifest
+and sealed (signed) by whoever ran the evaluation (:func:`seal_run`; readers check it).
 
 The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
 :class:`EpisodeRecord`; :func:`schema_text` prints it with every field's doc.
@@ -7,7 +8,7 @@ The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
 
 from ._capture import as_json, not_played_record, record_episode
 from ._inputs import inputs_from_record
-from ._manifest import MANIFEST, MixedRuns, RecordsDamaged, damaged_parts, forget_parts
+from ._manifest import MANIFEST, MixedRuns, RecordsDamaged, damaged_parts, forget_parts, manifest_problems
 from ._parquet import (
     EPISODES_DIR,
     SCHEMA,
@@ -21,6 +22,7 @@ from ._parquet import (
     read_part,
     read_records,
     read_table,
+    sealed_parts,
     verify_run_dir,
     write_bytes_atomic,
     write_part,
@@ -37,6 +39,18 @@ from ._record import (
 )
 from ._schema import describe, from_row, to_row
 
+from ._seal import SEAL_FILE, RunNotSealed, Seal, seal_problems, seal_run, unseal, verify_seal
+from ._signing import (
+    PublicKey,
+    SigningKeyError,
+    create_signing_key,
+    load_signing_key,
+    public_text,
+    signing_key_path,
+    trust_key,
+    trusted_keys,
+    untrust_key,
+)
 
 def schema_text() -> str:
     """The record schema as text: every field, its Arrow type and its doc, nested fields indented."""
@@ -49,10 +63,15 @@ __all__ = [
     "RECORD_VERSION",
     "SCHEMA",
     "VERSION_KEY",
+    "SEAL_FILE",
     "CheckRecord",
     "MixedRuns",
     "RecordsDamaged",
+    "PublicKey",
     "EpisodeRecord",
+    "RunNotSealed",
+    "Seal",
+    "SigningKeyError",
     "PartWriter",
     "RewardComponent",
     "RowChange",
@@ -62,22 +81,35 @@ __all__ = [
     "checked_parts",
     "damaged_parts",
     "describe",
+    "create_signing_key",
     "encode_part",
     "forget_parts",
     "from_row",
     "inputs_from_record",
+    "load_signing_key",
+    "manifest_problems",
     "next_part",
     "not_played_record",
     "part_files",
     "part_version",
     "read_part",
     "read_records",
+    "public_text",
     "read_table",
     "record_episode",
     "schema_text",
     "to_row",
     "verify_run_dir",
+    "seal_problems",
+    "seal_run",
+    "sealed_parts",
+    "signing_key_path",
     "write_bytes_atomic",
+    "trust_key",
+    "trusted_keys",
+    "unseal",
+    "untrust_key",
     "write_part",
+    "verify_seal",
     "write_part_bytes",
 ]

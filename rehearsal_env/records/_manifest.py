@@ -5,12 +5,15 @@ rows), updated as each part is written (under a file lock, so the writer threads
 of a Ray run do not lose each other's entries). The leading ``_`` keeps the file
 out of ``pyarrow.dataset`` and of ``*.parquet`` globs.
 
-Before reading, :func:`verify_parts` checks every part against the manifest (a
-part missing from it, truncated, with bytes flipped, or not Parquet at all) and
-raises :class:`RecordsDamaged`, naming the file, the problem and the remedy;
-:func:`check_one_run` refuses a directory whose parts carry more than one run
-id. A directory written before manifests existed (no ``_manifest.json``) is read
-unverified. ``rehearsal eval verify RUN_DIR`` runs both checks.
+Before reading, :func:`manifest_problems` compares the manifest with the files in
+both directions: a part the manifest lists that is missing from disk, a file in the
+directory the manifest does not list, a part truncated, with bytes flipped, with
+another row count, or not Parquet at all; a directory without a manifest is refused
+(every run this release writes has one). :func:`verify_parts` raises
+:class:`RecordsDamaged` for the first problem, naming the file, the problem and the
+remedy; :func:`check_one_run` refuses a directory whose parts carry more than one
+run id. ``rehearsal eval verify RUN_DIR`` runs every check, the seal's included
+(:mod:`._seal`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+EPISODES_DIR = "episodes.parquet"
+"""The records' directory inside a run directory."""
 MANIFEST = "_manifest.json"
 """The manifest's file name inside ``episodes.parquet/``."""
 MANIFEST_VERSION = 1
@@ -37,8 +42,8 @@ REMEDY = ("`rehearsal run --resume RUN_DIR` plays that part's episodes again and
 class RecordsDamaged(ValueError):
     """A part of a run's records that cannot be trusted: the message names the file, the problem, the remedy."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(f"{path}: {problem}; {REMEDY}")
+    def __init__(self, path: Path, problem: str, remedy: str = REMEDY) -> None:
+        super().__init__(f"{path}: {problem}; {remedy}")
         self.path = path
         """The damaged part."""
         self.problem = problem
@@ -134,9 +139,39 @@ def damaged_parts(parts: Sequence[Path]) -> dict[Path, str]:
     return out
 
 
+def manifest_problems(directory: Path) -> dict[Path, str]:
+    """Every problem between ``directory``'s manifest and its files, in both directions (empty: none).
+
+    A missing manifest, a listed part missing from disk, a visible file the manifest does not list
+    (readers such as ``pyarrow.dataset`` would read it), and each listed part's bytes, SHA-256 and rows.
+    Hidden (``.``) and ``_`` files are not records: no reader reads them.
+    """
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return {directory / MANIFEST: "the run has no manifest, so its parts cannot be checked (deleted, or "
+                                      "not written by `rehearsal run`)"}
+    on_disk = {p.name: p for p in directory.iterdir() if not p.name.startswith((".", "_"))} \
+        if directory.is_dir() else {}
+    out: dict[Path, str] = {}
+    for name in sorted(set(manifest) - set(on_disk)):
+        out[directory / name] = "is listed in the manifest but missing from disk (deleted or moved)"
+    for name, path in sorted(on_disk.items()):
+        entry = manifest.get(name)
+        problem = problem_of(path, entry, True) if path.is_file() else "is not a regular file"
+        if problem is not None:
+            out[path] = problem
+    return out
+
+
 def verify_parts(parts: Sequence[Path]) -> None:
     """Raise :class:`RecordsDamaged` for the first damaged part (see the module docstring)."""
     for path, problem in damaged_parts(parts).items():
+        raise RecordsDamaged(path, problem)
+
+
+def verify_directory(directory: Path) -> None:
+    """Raise :class:`RecordsDamaged` for the first of :func:`manifest_problems` (none: the manifest holds)."""
+    for path, problem in manifest_problems(directory).items():
         raise RecordsDamaged(path, problem)
 
 
@@ -144,6 +179,8 @@ def check_one_run(parts: Sequence[Path]) -> str | None:
     """The one run id the parts carry (None for no rows); :class:`MixedRuns` when they carry more."""
     ids: dict[str, list[str]] = {}
     for path in parts:
+        if "run_id" not in pq.read_schema(path).names:
+            continue  # a table that is not of our records names no run
         for run_id in pc.unique(pq.read_table(path, columns=["run_id"]).column("run_id")).to_pylist():
             ids.setdefault(str(run_id), []).append(path.name)
     if len(ids) > 1:

@@ -9,25 +9,27 @@ finished and no half-written file is ever read as a record (readers only see
 read the directory as one table, with no import of ``rehearsal_env``.
 
 Every part written is entered in the directory's manifest (:mod:`._manifest`); every
-reader here verifies the parts against it and refuses a directory mixing runs.
+reader here compares the manifest with the files in both directions, refuses a directory
+mixing runs, and (:func:`read_table`, :func:`read_records`, :func:`sealed_parts`) checks the
+run's seal against the trusted keys (:mod:`._seal`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._manifest import check_one_run, damaged_parts, note_part, verify_parts
+from ._manifest import EPISODES_DIR, check_one_run, manifest_problems, note_part, verify_directory
 from ._record import RECORD_VERSION, EpisodeRecord
 from ._schema import arrow_schema, from_row, to_row
+from ._seal import seal_problems, verify_seal
+from ._signing import PublicKey
 
-EPISODES_DIR = "episodes.parquet"
-"""The records' directory inside a run directory."""
 VERSION_KEY = "rehearsal.record_version"
 """Schema metadata key holding :data:`RECORD_VERSION`."""
 
@@ -148,18 +150,35 @@ def part_version(path: Path) -> str:
 
 
 def checked_parts(run_dir: str | Path) -> list[Path]:
-    """The run's part files, verified against the manifest and carrying one run id.
+    """The run's part files, verified against the manifest (both ways) and carrying one run id; the seal
+    is not looked at (the runner reads its own unfinished run with this; readers use :func:`sealed_parts`).
 
     Raises:
         FileNotFoundError: no part files.
-        RecordsDamaged: a part is truncated, changed, unlisted or not Parquet (naming it and the remedy).
+        RecordsDamaged: no manifest; a part missing from disk, truncated, changed, unlisted or not Parquet
+            (naming it and the remedy).
         MixedRuns: the parts carry more than one run id (naming them).
     """
+    directory = Path(run_dir) / EPISODES_DIR
+    if directory.is_dir():
+        verify_directory(directory)
     parts = part_files(run_dir)
-    verify_parts(parts)
     for path in parts:
         _readable(path)
     check_one_run(parts)
+    return parts
+
+
+def sealed_parts(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> list[Path]:
+    """:func:`checked_parts`, and the run sealed by a trusted key (``trusted``, default the home's trusted
+    keys) with nothing changed since.
+
+    Raises:
+        RunNotSealed: unsealed, sealed by an untrusted key, or changed after sealing (naming what).
+        FileNotFoundError, RecordsDamaged, MixedRuns: as :func:`checked_parts`.
+    """
+    parts = checked_parts(run_dir)
+    verify_seal(run_dir, trusted)
     return parts
 
 
@@ -181,25 +200,28 @@ def _read_part(path: Path) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
-def read_table(run_dir: str | Path) -> pa.Table:
+def read_table(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> pa.Table:
     """Every finished record of a run as one Arrow table (:data:`RECORD_VERSION`; version 2 parts read too,
-    the newer fields null), after :func:`checked_parts`.
+    the newer fields null), after :func:`sealed_parts` (``trusted``: the keys whose seal is accepted).
 
     Raises:
         ValueError: a part written with a version this release does not read, naming it and what to do;
             or a damaged part or mixed runs (see :func:`checked_parts`).
     """
-    return pa.concat_tables([_read_part(path) for path in checked_parts(run_dir)])
+    return pa.concat_tables([_read_part(path) for path in sealed_parts(run_dir, trusted)])
 
 
-def verify_run_dir(run_dir: str | Path) -> list[str]:
-    """Every problem of a run directory's records, one line each (empty: the records can be trusted)."""
+def verify_run_dir(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> list[str]:
+    """Every problem of a run directory's records, one line each (empty: the records can be trusted):
+    the manifest against the files both ways, record versions, one run id, and the seal."""
+    directory = Path(run_dir) / EPISODES_DIR
+    damaged = manifest_problems(directory) if directory.is_dir() else {}
     try:
         parts = part_files(run_dir)
     except FileNotFoundError as exc:
-        return [str(exc)]
-    problems = [f"{path}: {problem}" for path, problem in damaged_parts(parts).items()]
-    good = [p for p in parts if not any(line.startswith(f"{p}:") for line in problems)]
+        return [f"{path}: {problem}" for path, problem in damaged.items()] or [str(exc)]
+    problems = [f"{path}: {problem}" for path, problem in damaged.items()]
+    good = [p for p in parts if p not in damaged]
     for path in good:
         version = part_version(path)
         if version not in READABLE_VERSIONS:
@@ -209,7 +231,7 @@ def verify_run_dir(run_dir: str | Path) -> list[str]:
         check_one_run(good)
     except ValueError as exc:
         problems.append(str(exc))
-    return problems
+    return problems + seal_problems(run_dir, trusted)
 
 
 def read_part(path: Path) -> list[EpisodeRecord]:
@@ -217,7 +239,8 @@ def read_part(path: Path) -> list[EpisodeRecord]:
     return [from_row(EpisodeRecord, row) for row in _read_part(path).to_pylist()]
 
 
-def read_records(run_dir: str | Path) -> list[EpisodeRecord]:
-    """Every finished episode record of a run, ordered by (scenario, agent, repeat)."""
-    records = [from_row(EpisodeRecord, row) for row in read_table(run_dir).to_pylist()]
+def read_records(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> list[EpisodeRecord]:
+    """Every finished episode record of a sealed run (see :func:`read_table`), ordered by (scenario, agent,
+    repeat)."""
+    records = [from_row(EpisodeRecord, row) for row in read_table(run_dir, trusted).to_pylist()]
     return sorted(records, key=lambda r: (r.scenario, r.agent, r.repeat))

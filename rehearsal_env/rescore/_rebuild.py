@@ -3,8 +3,11 @@
 The world's snapshot is built on the embedded SQLite engine from the world's
 code alone (:class:`rehearsal_env.backends.sqlite.SQLiteDatabase`: schema and
 seed rows, never the run's database), the record's row changes are applied,
-and the record's own checks (their SQL, parameters, comparison and wanted
-value) are run read-only. The re-run verdict must equal the stored one.
+and the scenario's checks are run read-only. The checks (their SQL, parameters,
+comparison and wanted value) come from the *published* world version the record
+names (:func:`published_checks`, ``content.json`` re-hashed to its ``wv_`` id),
+never from the record: a record whose stored SQL was replaced cannot vouch for
+itself. The re-run verdict must equal the stored one, check by check.
 """
 
 from __future__ import annotations
@@ -12,16 +15,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from ..backends import SQLiteDatabase
-from ..checks import Check, CheckResult
+from ..checks import Check
 from ..clock import frozen_world
 from ..provenance import provenance_of
 from ..records import EpisodeRecord, RowChange, as_json
 from ..schema import Table
 from ..services import duplicate_effects
 from ..verdict import decide, run_check
+from ..versions import load_content
 from ..worlds import World, load_world
+
+ScenarioChecks = tuple[tuple[Check, ...], tuple[Check, ...]]
+"""A scenario's (goal checks, hard rules)."""
 
 
 def end_state(world: World, changes: Sequence[RowChange]) -> SQLiteDatabase:
@@ -103,34 +112,53 @@ def world_of(record: EpisodeRecord) -> World:
     return world
 
 
-def recheck(record: EpisodeRecord, world: World | None = None) -> Recheck:
-    """Rebuild ``record``'s end state and run its checks again (``world``: :func:`world_of` of it)."""
+def _check(d: dict[str, Any]) -> Check:
+    return Check(str(d["name"]), str(d["sql"]), d["op"], d["want"], tuple(d.get("params") or ()))
+
+
+def published_checks(world: str, world_version: str,
+                     root: str | Path | None = None) -> dict[str, ScenarioChecks]:
+    """Scenario id -> (goal checks, hard rules) of the published world version (see the module docstring).
+
+    Raises:
+        NotPublished: the version is not published here (``--recheck`` then refuses: it never falls back
+            on the checks a record stores).
+        ValueError: the published content was changed after publishing.
+    """
+    content = load_content(world, world_version, root)
+    return {str(s["id"]): (tuple(_check(c) for c in s.get("goal_checks") or ()),
+                           tuple(_check(c) for c in s.get("hard_rules") or ()))
+            for s in content.get("scenarios") or ()}
+
+
+def recheck(record: EpisodeRecord, checks: ScenarioChecks, world: World | None = None) -> Recheck:
+    """Rebuild ``record``'s end state and run the published ``checks`` of its scenario on it (``world``:
+    :func:`world_of` of the record); every way the re-run verdict differs from the stored one is listed."""
     ident = (record.scenario, record.agent, record.repeat, record.outcome)
     if record.capture_error or (record.outcome == "not_scored" and not record.checks):
         return Recheck(*ident, None, (f"not rebuilt: {record.capture_error or record.reason}",))
-    missing = [c.name for c in record.checks if c.sql is None]
-    if missing:
-        return Recheck(*ident, None, (f"not rebuilt: checks without stored SQL: {missing}",))
+    goal, rules = checks
     state = end_state(world or world_of(record), record.changes)
     try:
-        results = [_run(state, c.name, c.kind, c.sql or "", c.params or "[]", c.op, c.want)
-                   for c in record.checks]
+        results = [run_check(state, c, "goal") for c in goal] + [run_check(state, c, "hard_rule") for c in rules]
         duplicates = duplicate_effects(state)
     finally:
         state.close()
     differences = []
-    for stored, now in zip(record.checks, results, strict=True):
-        if (stored.held, stored.passed) != (as_json(now.held), now.passed):
+    stored_names = [(c.name, c.kind) for c in record.checks]
+    published_names = [(r.name, r.kind) for r in results]
+    if stored_names != published_names:
+        differences.append(f"the record's checks {stored_names} are not the published version's "
+                           f"{published_names}")
+    stored_by_name = {(c.name, c.kind): c for c in record.checks}
+    for now in results:
+        stored = stored_by_name.get((now.name, now.kind))
+        if stored is not None and (stored.held, stored.passed) != (as_json(now.held), now.passed):
             differences.append(f"check {stored.name!r}: stored held={stored.held} passed={stored.passed}, "
-                               f"re-run held={as_json(now.held)} passed={now.passed}")
+                               f"re-run with the published check held={as_json(now.held)} passed={now.passed}")
     outcome, _ = decide([r for r in results if r.kind == "goal"], [r for r in results if r.kind == "hard_rule"])
     if outcome.value != record.outcome:
         differences.append(f"outcome: stored {record.outcome}, re-run {outcome.value}")
     if duplicates != record.duplicate_effects:
         differences.append(f"duplicate effects: stored {record.duplicate_effects}, re-run {duplicates}")
     return Recheck(*ident, outcome.value, tuple(differences))
-
-
-def _run(state: SQLiteDatabase, name: str, kind: str, sql: str, params: str, op: str, want: str) -> CheckResult:
-    check = Check(name, sql, op, json.loads(want), tuple(json.loads(params)))  # type: ignore[arg-type]
-    return run_check(state, check, kind)  # type: ignore[arg-type]

@@ -11,16 +11,24 @@ difference is reported, and means the scoring code changed without its
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..provenance import OUTCOME_PROFILE, provenance_from_dict, reward_contract
-from ..records import EPISODES_DIR, EpisodeRecord, read_records, write_bytes_atomic, write_part
+from ..records import (
+    EPISODES_DIR,
+    EpisodeRecord,
+    PublicKey,
+    read_records,
+    seal_run,
+    write_bytes_atomic,
+    write_part,
+)
 from ..rewards import Components, apply_profile, load_profile
 from ..runner import summarize
-from ._rebuild import Recheck, recheck, world_of
+from ._rebuild import Recheck, ScenarioChecks, published_checks, recheck, world_of
 
 REPORT_FILE = "rescore.json"
 """The report a rescore writes next to its records."""
@@ -116,15 +124,21 @@ def _checked_provenance(run: Path, records: Sequence[EpisodeRecord]) -> dict[str
 
 
 def rescore_run(run_dir: str | Path, profile: str, out: str | Path | None = None, *,
-                recheck_checks: bool = False) -> RescoreReport:
-    """Rescore the run in ``run_dir`` under ``profile`` and write it to ``out``.
+                recheck_checks: bool = False, trusted: Mapping[str, PublicKey] | None = None,
+                versions_root: str | Path | None = None) -> RescoreReport:
+    """Rescore the run in ``run_dir`` under ``profile`` and write it to ``out``, sealed with this home's key.
 
+    The run must be sealed by a ``trusted`` key (default: the state home's trusted keys).
     ``out`` (default ``RUN_DIR/rescore-PROFILE``) receives ``episodes.parquet/``,
     ``provenance.json``, ``summary.json`` and ``rescore.json``. With
-    ``recheck_checks`` every episode's end state is rebuilt and its checks re-run.
+    ``recheck_checks`` every episode's end state is rebuilt and the checks of the published
+    world version it names (under ``versions_root``) are run on it.
+
+    Raises:
+        NotPublished: ``recheck_checks`` and a record's world version is not published here.
     """
     run = Path(run_dir)
-    records = read_records(run)
+    records = read_records(run, trusted)
     before = _checked_provenance(run, records)
     rescored = rescore_records(records, profile)
     target = Path(out) if out is not None else run / f"rescore-{rescored[0].provenance.reward_profile}"
@@ -136,11 +150,21 @@ def rescore_run(run_dir: str | Path, profile: str, out: str | Path | None = None
     checks: list[Recheck] = []
     if recheck_checks:
         worlds: dict[str, Any] = {}
+        published: dict[tuple[str, str], dict[str, ScenarioChecks]] = {}
+        for r in records:  # every version first: an unpublished one refuses before any work
+            if (r.world, r.world_version) not in published:
+                published[(r.world, r.world_version)] = published_checks(r.world, r.world_version, versions_root)
         for r in records:
             key = r.provenance.dataset.data_anchor
             if key not in worlds:
                 worlds[key] = world_of(r)
-            checks.append(recheck(r, worlds[key]))
+            scenario = published[(r.world, r.world_version)].get(r.scenario)
+            if scenario is None:
+                checks.append(Recheck(r.scenario, r.agent, r.repeat, r.outcome, None,
+                                      (f"scenario {r.scenario!r} is not in the published {r.world} "
+                                       f"{r.world_version}",)))
+                continue
+            checks.append(recheck(r, scenario, worlds[key]))
     after = rescored[0].provenance
     report = RescoreReport(
         run_dir=str(run), out=str(target), episodes=len(records),
@@ -168,3 +192,4 @@ def _write(target: Path, records: Sequence[EpisodeRecord], provenance: dict[str,
     summary = {**summarize(records), "rescored_from": report.run_dir}
     for name, body in (("provenance.json", provenance), ("summary.json", summary), (REPORT_FILE, report.to_dict())):
         write_bytes_atomic(target / name, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+    seal_run(target)  # the rescored run, vouched for by whoever rescored it

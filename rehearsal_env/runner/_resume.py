@@ -39,6 +39,8 @@ from ..records import (
     part_files,
     part_version,
     read_part,
+    seal_run,
+    unseal,
     write_bytes_atomic,
     write_part,
 )
@@ -139,6 +141,7 @@ def begin_run(state: RunState, out: Path) -> None:
     if state.new:
         _clear(out)
         save_run(out, state.config, list(state.specs))
+    unseal(out)  # a run that writes is unsealed until it finishes (finish_run seals it)
     write_provenance(state.run.provenance, out)
 
 
@@ -169,8 +172,12 @@ def _prepare_resume(out: Path) -> bool:
 
 
 def finish_run(state: RunState, out: Path, played: Sequence[SummaryRow]) -> dict[str, Any]:
-    """Write ``summary.json`` over the episodes recorded before and those ``played`` now; return it."""
-    return write_summary(state.run, out, [*state.previous, *played])
+    """Write ``summary.json`` over the episodes recorded before and those ``played`` now, seal the run
+    (records, plan, provenance and summary; :func:`rehearsal_env.records.seal_run`); return the summary."""
+    summary = write_summary(state.run, out, [*state.previous, *played])
+    if (out / EPISODES_DIR / MANIFEST).is_file():
+        seal_run(out)
+    return summary
 
 
 class RunStopped(RuntimeError):

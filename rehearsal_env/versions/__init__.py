@@ -34,6 +34,7 @@ from ._play import BuildAborted
 from ._store import (
     NotPublished,
     VersionConflict,
+    load_content,
     load_manifest,
     publish,
     scenarios_not_in_use,
@@ -65,6 +66,7 @@ __all__ = [
     "build_version",
     "content_hashes",
     "load_attempts",
+    "load_content",
     "load_manifest",
     "missing_facts",
     "publish",

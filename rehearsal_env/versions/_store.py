@@ -124,6 +124,26 @@ def _withdrawals(folder: Path) -> tuple[Withdrawal, ...]:
     path = folder / WITHDRAWN_FILE
     if not path.is_file():
         return ()
+def load_content(world: str, version_id: str, root: str | Path | None = None) -> dict[str, Any]:
+    """The content (``content.json``) of the published version ``version_id`` of ``world``, re-hashed to its id.
+
+    Raises:
+        NotPublished: the version is not published under ``root``, saying where it looked.
+        ValueError: the stored content does not hash to ``version_id`` (edited after publishing).
+    """
+    folder = version_dir(world, version_id, root)
+    path = folder / CONTENT_FILE
+    if not (folder / VERSION_FILE).is_file() or not path.is_file():
+        raise NotPublished(f"world {world!r} version {version_id} is not published under {versions_root(root)}; "
+                           f"run `rehearsal world build {world}` with the build that wrote it, or point "
+                           f"--versions (${ROOT_ENV}) at the folder where it is published")
+    content: dict[str, Any] = json.loads(path.read_text())
+    if version_id_of(content_hashes(content)) != version_id:
+        raise ValueError(f"{path} hashes to {version_id_of(content_hashes(content))}, not {version_id}: the "
+                         "published content was changed after publishing; rebuild the version")
+    return content
+
+
     return tuple(Withdrawal(**w) for w in json.loads(path.read_text()))
 
 

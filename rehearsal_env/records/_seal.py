@@ -1,0 +1,192 @@
+"""Seals: a run directory signed by whoever ran the evaluation, checked by every reader.
+
+When a run finishes (``rehearsal run``, and after each part ``rehearsal serve`` writes),
+:func:`seal_run` signs, with the evaluator's Ed25519 key (:mod:`._signing`), one canonical
+JSON document, ``RUN_DIR/seal.json``'s ``payload``:
+
+- the run id, the world and the world version (from ``provenance.json``) and the episode count;
+- the manifest of ``episodes.parquet/`` (SHA-256, bytes and rows of every part);
+- the SHA-256 of the run's plan and stamps: ``run.json`` (or ``serve.json`` for a served run),
+  ``provenance.json`` and ``summary.json``, or null for each one the run did not have.
+
+:func:`verify_seal` refuses a run that has no seal, a seal whose signature does not match its
+payload, a seal made with a key the reader does not trust, and a run whose manifest or stamped
+files differ from what was sealed (a part rewritten with its manifest entry recomputed, a part
+grafted in from another run, a part removed, the plan or the world version edited). Together
+with the manifest's own check of the files (:func:`._manifest.manifest_problems`), a reader
+knows the records are the ones the key's holder sealed. What a seal cannot say is that the
+key's holder ran the evaluation honestly: see ``docs/records-and-seals.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ._manifest import EPISODES_DIR, RecordsDamaged, check_one_run, read_manifest, verify_directory
+from ._signing import PublicKey, SigningKeyError, public_text, signing_key_for_run, trusted_keys
+
+SEAL_FILE = "seal.json"
+"""The seal's file name in a run directory."""
+SEAL_FORMAT = "rehearsal-seal/1"
+SEALED_FILES = ("run.json", "serve.json", "provenance.json", "summary.json")
+"""The run directory's files a seal covers besides the records (null in the seal when absent)."""
+RESEAL = ("rerun the evaluation (or `rehearsal run --resume RUN_DIR`, which seals what it finishes) "
+          "with a key the reader trusts")
+TAMPERED = ("the records are not the ones the run sealed: do not use them; rerun the evaluation, or get "
+            "the sealed copy from whoever ran it")
+
+
+class RunNotSealed(RecordsDamaged):
+    """A run without a valid, trusted seal, or whose records differ from what was sealed."""
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A verified seal: who sealed which run."""
+
+    key: PublicKey
+    """The public key that made it (trusted by the reader)."""
+    run_id: str | None
+    """The run id on every record (None for a run without records)."""
+    world: str | None
+    """The world named by ``provenance.json``."""
+    world_version: str | None
+    """The world version named by ``provenance.json``."""
+    episodes: int
+    """Records in the sealed parts."""
+
+
+def _canonical(payload: Mapping[str, Any]) -> bytes:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _file_hashes(run: Path) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in SEALED_FILES:
+        try:
+            out[name] = hashlib.sha256((run / name).read_bytes()).hexdigest()
+        except FileNotFoundError:
+            out[name] = None
+    return out
+
+
+def _provenance(run: Path) -> dict[str, Any]:
+    try:
+        blob = json.loads((run / "provenance.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return blob if isinstance(blob, dict) else {}
+
+
+def seal_run(run_dir: str | Path, key: Ed25519PrivateKey | None = None) -> Seal:
+    """Sign the run in ``run_dir`` (its manifest, plan, provenance and summary) and write ``seal.json``.
+
+    ``key`` defaults to the state home's signing key, created on first use (see :mod:`._signing`).
+
+    Raises:
+        RecordsDamaged: the records do not match their manifest (a damaged run is never sealed).
+    """
+    run = Path(run_dir)
+    directory = run / EPISODES_DIR
+    verify_directory(directory)
+    parts = read_manifest(directory) or {}
+    run_id = check_one_run([directory / name for name in sorted(parts)])
+    signer = key or signing_key_for_run()
+    prov = _provenance(run)
+    payload: dict[str, Any] = {"format": SEAL_FORMAT, "run_id": run_id, "world": prov.get("world"),
+               "world_version": prov.get("world_version"),
+               "episodes": sum(int(e["rows"]) for e in parts.values()),
+               "parts": parts, "files": _file_hashes(run)}
+    public = public_text(signer.public_key())
+    body = {"format": SEAL_FORMAT, "key": public,
+            "signature": base64.b64encode(signer.sign(_canonical(payload))).decode(), "payload": payload}
+    tmp = run / f".{SEAL_FILE}.tmp"
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, run / SEAL_FILE)
+    return Seal(PublicKey(public), run_id, payload["world"], payload["world_version"], payload["episodes"])
+
+
+def unseal(run_dir: str | Path) -> None:
+    """Remove a run's seal (a run that writes again is unsealed until it finishes)."""
+    (Path(run_dir) / SEAL_FILE).unlink(missing_ok=True)
+
+
+def _findings(run: Path, trusted: Mapping[str, PublicKey]) -> Iterator[tuple[Path, str, str]]:
+    """(file, problem, remedy) for what is wrong with the seal; the first one stops the checks that depend on it."""
+    path = run / SEAL_FILE
+    try:
+        body = json.loads(path.read_text())
+    except FileNotFoundError:
+        yield (run, f"the run is not sealed (no {SEAL_FILE}): nothing says who wrote these records (a run "
+                    "stopped before its end, written by another program, or its seal was deleted)", RESEAL)
+        return
+    except (OSError, ValueError) as exc:
+        yield path, f"the seal cannot be read ({type(exc).__name__})", TAMPERED
+        return
+    payload = body.get("payload") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or body.get("format") != SEAL_FORMAT or not isinstance(payload, dict) \
+            or not isinstance(payload.get("parts"), dict) or not isinstance(payload.get("files"), dict):
+        yield path, f"expected a seal of format {SEAL_FORMAT}; the file is not one", TAMPERED
+        return
+    try:
+        key = PublicKey(str(body.get("key")))
+        key.key().verify(base64.b64decode(str(body.get("signature")), validate=True), _canonical(payload))
+    except (SigningKeyError, InvalidSignature, binascii.Error, ValueError):
+        yield path, "the seal's signature does not match its contents (the seal was edited after signing)", TAMPERED
+        return
+    if key.id not in trusted:
+        yield (path, f"sealed by key {key.id} ({key.text}), which is not trusted here",
+               f"if you trust whoever holds it, `rehearsal keys trust {key.text}` (or pass --trust to this "
+               "command); otherwise rerun the evaluation yourself")
+        return
+    directory = run / EPISODES_DIR
+    manifest = read_manifest(directory) or {}
+    sealed = payload["parts"]
+    for name in sorted(set(sealed) | set(manifest)):
+        where = directory / name
+        if name not in manifest:
+            yield where, "was sealed with the run but is no longer in its manifest (removed after sealing)", TAMPERED
+        elif name not in sealed:
+            yield (where, "is not among the parts the run sealed (added after sealing: grafted from another run, "
+                          "or written by another program)", TAMPERED)
+        elif manifest[name] != sealed[name]:
+            yield (where, "differs from the part the run sealed (its bytes were changed after sealing, and the "
+                          "manifest rewritten to match)", TAMPERED)
+    now = _file_hashes(run)
+    for name, digest in sorted(payload["files"].items()):
+        if now.get(name) != digest:
+            state = "is missing" if now.get(name) is None else "was added" if digest is None else "was changed"
+            yield run / name, f"{state} after the run was sealed", TAMPERED
+
+
+def seal_problems(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> list[str]:
+    """What is wrong with a run's seal, one line each (empty: sealed by a trusted key, and unchanged since)."""
+    found = _findings(Path(run_dir), trusted_keys() if trusted is None else trusted)
+    return [f"{path}: {problem}" for path, problem, _ in found]
+
+
+def verify_seal(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> Seal:
+    """The run's seal, checked against ``trusted`` (default: :func:`._signing.trusted_keys`).
+
+    Raises:
+        RunNotSealed: the first problem (see the module docstring), naming the file and what to do.
+    """
+    run = Path(run_dir)
+    keys = trusted_keys() if trusted is None else trusted
+    for path, problem, remedy in _findings(run, keys):
+        raise RunNotSealed(path, problem, remedy)
+    body = json.loads((run / SEAL_FILE).read_text())
+    payload = body["payload"]
+    return Seal(keys[PublicKey(body["key"]).id], payload.get("run_id"), payload.get("world"),
+                payload.get("world_version"), int(payload.get("episodes") or 0))
