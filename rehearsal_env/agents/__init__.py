@@ -7,12 +7,21 @@ completions over the OpenAI protocol for tests.
 """
 
 from ._customer import ModelCustomer
-from ._openai import AsyncOpenAIAgent, Conversation, ModelAgents, ModelStats, OpenAIAgent
+from ._openai import (
+    REJECTED_KINDS,
+    AsyncOpenAIAgent,
+    Conversation,
+    ModelAgents,
+    ModelStats,
+    OpenAIAgent,
+    record_fields,
+)
 from ._profile import (
     DEFAULT_INSTRUCTIONS,
     PROFILES_ENV,
     AgentProfile,
     ProfileStore,
+    Provider,
     Sampling,
     builtin_profile,
     is_builtin,
@@ -21,6 +30,7 @@ from ._profile import (
     parse_profile,
     resolve_agent,
 )
+from ._prompt import given_for, prompt_size, prompt_tokens, store_given, system_prompt
 from ._provider import Endpoint, ProfileError, ProviderError
 from ._scripted import BUILTIN_AGENTS, NullAgent, Policy, ScriptedAgent, make_agent
 
@@ -28,6 +38,7 @@ __all__ = [
     "BUILTIN_AGENTS",
     "DEFAULT_INSTRUCTIONS",
     "PROFILES_ENV",
+    "REJECTED_KINDS",
     "AgentProfile",
     "AsyncOpenAIAgent",
     "Conversation",
@@ -40,14 +51,21 @@ __all__ = [
     "Policy",
     "ProfileError",
     "ProfileStore",
+    "Provider",
     "ProviderError",
     "Sampling",
     "ScriptedAgent",
     "builtin_profile",
+    "given_for",
     "is_builtin",
     "load_profile_file",
     "make_agent",
     "model_profile",
     "parse_profile",
+    "prompt_size",
+    "prompt_tokens",
+    "record_fields",
     "resolve_agent",
+    "store_given",
+    "system_prompt",
 ]

@@ -2,9 +2,9 @@
 
 The loop (one :class:`Conversation` per episode):
 
-- **system message**: the scenario, world and role, the world's policies, then the
-  profile's instructions. The customer's messages arrive as **user** messages;
-  ``info["tools"]`` are the request's ``tools``.
+- **system message**: what every scenario shares first, this episode last (:mod:`._prompt`). The
+  customer's messages arrive as **user** messages; ``info["tools"]`` are the request's ``tools``, sent
+  with the profile's ``[provider]`` options (``tool_choice``, by default ``"auto"``; see :mod:`._profile`).
 - **each tool call is one env step.** Parallel tool calls run one at a time, in
   order; each call id gets its ``role: "tool"`` answer (the tool result as JSON).
   When the episode ends mid-batch, the calls that never ran are answered
@@ -14,21 +14,27 @@ The loop (one :class:`Conversation` per episode):
   contact (``Scenario.max_customer_contacts``, counting every ``ask_customer`` the
   agent sent); after that it is ``finish(message=TEXT)``: the model has said its
   last word to a customer it may not interrupt again.
-- **malformed replies are rejected attempts**, never crashes: arguments that are not
-  JSON (sent as ``{"tool": NAME, "args": "<the raw text>"}``), an unknown tool (sent
-  as named, so the env answers with a did-you-mean), a reply cut off at ``max_tokens``
-  (``finish_reason == "length"``: nothing in it runs; its first call, or its text, is
-  sent with the raw text as ``args``), and a reply with neither text nor a call. The
-  env rejects each one and the model reads why in the tool message.
+- **malformed replies are rejected attempts**, never crashes, each with its *kind*
+  (:data:`REJECTED_KINDS`, kept per turn in :attr:`Conversation.rejections` and stored in the record's
+  trace as ``rejected_kind``): a call whose arguments are not JSON, or that names a tool the episode
+  does not offer, stays in the chat history with a tool message saying what was wrong (the model did
+  make that call). A reply that was cut off (by the provider at ``max_tokens``, or by the agent, see
+  :mod:`._reply`) or had neither text nor a call is *not* put in the history: no call stands in for
+  it. The env gets an action it rejects (tool ``""``, its ``args`` recording what the model said, its
+  usage counted), and the next request alone ends with a user message from the environment saying what
+  happened (:data:`NOTE_PREFIX`).
 - **usage**: each reply's ``usage.total_tokens`` rides on the first action made from
   that reply (``"usage": {"tokens": N}``). A reply without usage reports nothing, so a
   provider that never reports usage leaves ``tokens`` null and ``efficiency``
   unmeasured (the external-mode caveat), and :attr:`ModelStats.replies_without_usage`
   counts the gaps.
 - **a budget**: when the profile's ``max_model_calls`` for the episode are spent, the agent gives up
-  (its own limit, so the episode is scored).
+  (its own limit, so the episode is scored). A cut-off reply is a call.
+- **the context**: a request whose prompt (estimated, :func:`._prompt.prompt_tokens`) plus
+  ``max_tokens`` exceeds the profile's ``context`` is not sent: the agent gives up saying so.
 - **provider failures**: see :mod:`._provider` (retries, then not scored with cause
-  ``provider``; 401/403/404 stop the run; other 4xx end the episode as ``give_up``).
+  ``provider``; 401/403/404 stop the run; other 4xx end the episode as ``give_up``). Every try's time,
+  failed ones and the waits between them included, counts in :attr:`ModelStats.latency_ms`.
 
 :class:`OpenAIAgent` is a synchronous policy ``(observation, info) -> action``;
 :class:`AsyncOpenAIAgent` has the same loop with ``await agent.act(observation,
@@ -41,27 +47,33 @@ import asyncio
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import openai
-from openai import RequestOptions
-from openai.types.chat import ChatCompletion
 
 from ._profile import AgentProfile
+from ._prompt import given, prompt_tokens, system_prompt, tools_text
 from ._provider import Endpoint, ProfileError, exhausted, is_retryable, refusal, retry_delay
+from ._reply import CUT_OFF_TIME, CUT_OFF_TOKENS, ModelReply, complete, complete_async
 
-CHAT_PATH = "/chat/completions"
-AUTHORIZED: RequestOptions = {"security": {"bearer_auth": True}}
-"""The request is posted as the plain JSON it already is: ``chat.completions.create`` would walk every message
-and tool schema through the SDK's typed-parameter transform first (about 15 ms a call with a world's tools,
-the whole cost of a call against a fast local server), which changes nothing in a plain-JSON body."""
 MAX_RAW = 2000
 """Characters of a malformed reply kept in the rejected action."""
-INVALID_REPLY = "invalid_reply"
-"""The name of the call that stands for a reply with no usable call (cut off, empty) in the chat history and
-in its rejected action; its ``args`` are text, so the env rejects it whatever tools the world has."""
 NOT_RUN = {"status": "not_run", "error": "the episode ended before this call ran"}
+NOTE_PREFIX = "[From the environment, not the customer] "
+"""How the one-request note about a dropped reply starts."""
+REJECTED_KINDS = {
+    "cut_off_length": "the provider ended the reply at max_tokens (finish_reason 'length'); nothing in it ran",
+    CUT_OFF_TOKENS: "the streamed reply ran past the profile's max_tokens and the agent cut it off",
+    CUT_OFF_TIME: "the reply ran past the profile's max_call_s while the provider answered; the agent cut it off",
+    "malformed_json": "a tool call's arguments were not JSON",
+    "unknown_tool": "a tool call named a tool this episode does not offer",
+    "empty_reply": "the reply had neither text nor a tool call (or no choice at all)",
+    "invalid_action": "the environment refused a call the agent passed on (arguments, role, ...; see the turn's "
+                      "observation)",
+}
+"""Why a model's attempt was rejected: the record's ``Turn.rejected_kind``."""
 
 
 @dataclass
@@ -69,9 +81,9 @@ class ModelStats:
     """What one episode's model calls cost."""
 
     calls: int = 0
-    """Completed model calls (a call retried three times counts once)."""
+    """Model calls that got a reply, cut-off replies included (a call retried three times counts once)."""
     latency_ms: float = 0.0
-    """Wall time of those calls, retries and their waits included, in milliseconds."""
+    """Wall time of every try, failed ones and the waits between tries included, in milliseconds."""
     retries: int = 0
     """Tries that failed and were retried."""
     tokens: int = 0
@@ -79,7 +91,9 @@ class ModelStats:
     replies_without_usage: int = 0
     """Replies that reported no usage (their tokens are unknown, not zero)."""
     latencies_ms: list[float] = field(default_factory=list)
-    """Each completed call's wall time, in order."""
+    """Each call's wall time (its tries and waits), in order."""
+    cut_offs: int = 0
+    """Replies the agent cut off (past ``max_tokens`` or ``max_call_s``)."""
 
 
 def _dumps(value: Any) -> str:
@@ -94,23 +108,34 @@ def action_text(tool: str, args: Any, tokens: int | None) -> str:
     return json.dumps(action)
 
 
+def dropped_action(kind: str, reply: ModelReply) -> str:
+    """The action that stands for a reply with no usable call: the env rejects it (no tool is named ``""``),
+    after counting the reply's usage; its ``args`` record what the model said and why it was dropped."""
+    said: dict[str, Any] = {"kind": kind, "text": reply.text[:MAX_RAW]}
+    if reply.calls:
+        said["calls"] = [{"name": c["name"][:200], "arguments": c["arguments"][:MAX_RAW]} for c in reply.calls[:8]]
+    return action_text("", {"dropped_reply": said}, reply.tokens)
+
+
 @dataclass
 class _Pending:
     """One env action made from the model's reply, waiting to be sent, and how to answer it."""
 
     action: str
     call_id: str | None
-    """The tool call it answers (None: it came from plain text)."""
+    """The tool call it answers (None: it came from plain text, or from a reply kept out of the history)."""
     problem: str | None = None
     """Why the agent knows the env will reject it (shown to the model with the env's answer)."""
     to_customer: bool = False
+    kind: str | None = None
+    """The rejected attempt's kind (:data:`REJECTED_KINDS`) when the agent knows it will be rejected."""
 
 
 class Conversation:
     """One episode's chat: observations in, chat messages and env actions out (no I/O here).
 
     Args:
-        profile: The agent profile (model, instructions, sampling).
+        profile: The agent profile (model, instructions, sampling, provider options).
         max_customer_contacts: How many ``ask_customer`` calls the scenario allows (plain text
             goes to the customer while fewer were sent).
     """
@@ -120,17 +145,23 @@ class Conversation:
         self.max_customer_contacts = max_customer_contacts
         self.messages: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
+        self.turn = 0
+        """Env steps asked of this agent so far (the turn the current action is for)."""
+        self.rejections: dict[int, str] = {}
+        """The kind of each rejected attempt the agent made knowingly, by turn."""
         self._tool_names: set[str] = set()
         self._queue: list[_Pending] = []
         self._sent: _Pending | None = None
+        self._note: str | None = None
+        """Said to the model in the next request only (a dropped reply's problem); never in the history."""
         self._waiting: list[str] = []
         """Customer messages that arrived mid-batch; they follow the batch's tool messages."""
         self._contacts = 0
-        self._ended = False
 
     # -- observations in ---------------------------------------------------------
     def next_action(self, observation: str, info: dict[str, Any]) -> str | None:
         """Take the env's observation; the next action of the current reply, or None: ask the model."""
+        self.turn += 1
         obs = json.loads(observation)
         if not self.messages:
             self._start(info)
@@ -146,15 +177,16 @@ class Conversation:
     def _start(self, info: dict[str, Any]) -> None:
         self.tools = list(info.get("tools") or [])
         self._tool_names = {t["function"]["name"] for t in self.tools}
-        lines = [f"You are working on scenario {info.get('scenario')} of world {info.get('world')}, "
-                 f"as the role {info.get('role')}. The customer's messages arrive as user messages; act with "
-                 "the tools, one call at a time."]
-        policies = info.get("policies") or []
-        if policies:
-            lines += ["", "Policies:"] + [f"- {p}" for p in policies]
-        if self.profile.instructions:
-            lines += ["", self.profile.instructions]
-        self.messages.append({"role": "system", "content": "\n".join(lines)})
+        self.messages.append({"role": "system", "content": system_prompt(self.profile.instructions, info)})
+
+    @property
+    def system(self) -> str:
+        """The system message (empty before the first observation)."""
+        return str(self.messages[0]["content"]) if self.messages else ""
+
+    def given(self) -> dict[str, tuple[str, str]]:
+        """What the model was given, by content hash: ``{"system": (hash, text), "tools": (hash, JSON text)}``."""
+        return given(self.system, self.tools)
 
     def _answer(self, result: dict[str, Any] | None, turns_left: Any) -> None:
         sent, self._sent = self._sent, None
@@ -166,104 +198,102 @@ class Conversation:
             answer = (body.get("result") or {}).get("answer") if body.get("status") == "ok" else None
             self.messages.append({"role": "user", "content": answer if isinstance(answer, str) else _dumps(body)})
             return
+        if sent.call_id is None:  # a dropped reply: the note says what happened, nothing goes in the history
+            return
         if sent.problem is not None:
             body = {"status": body.get("status", "rejected"), "problem": sent.problem, "environment": body}
         body["turns_left"] = turns_left
-        assert sent.call_id is not None
         self.messages.append({"role": "tool", "tool_call_id": sent.call_id, "content": _dumps(body)})
 
     def _send(self, pending: _Pending) -> str:
         self._sent = pending
-        if json.loads(pending.action).get("tool") == "ask_customer":
+        if pending.kind is not None:
+            self.rejections[self.turn] = pending.kind
+        if pending.to_customer:
             self._contacts += 1
+        elif pending.call_id is not None and pending.problem is None:
+            if json.loads(pending.action).get("tool") == "ask_customer":
+                self._contacts += 1
         return pending.action
 
     # -- the model's reply in ------------------------------------------------------
     def request(self) -> dict[str, Any]:
-        """The keyword arguments of ``chat.completions.create`` for the next model call."""
-        request: dict[str, Any] = {"model": self.profile.model, "messages": list(self.messages),
+        """The JSON body of the next model call (``stream`` is added by the transport, :mod:`._reply`)."""
+        messages = list(self.messages)
+        if self._note is not None:
+            messages.append({"role": "user", "content": NOTE_PREFIX + self._note})
+        request: dict[str, Any] = {**self.profile.provider.request_params(bool(self.tools)),
+                                   "model": self.profile.model, "messages": messages,
                                    **self.profile.sampling.request_params()}
         if self.tools:
             request["tools"] = self.tools
         return request
 
-    def take(self, completion: Any) -> str:
+    def over_context(self) -> str | None:
+        """Why the next request does not fit the profile's ``context`` (None: it fits, or no context is set)."""
+        context = self.profile.context
+        if context is None:
+            return None
+        request = self.request()
+        prompt = prompt_tokens(request["messages"], self.tools)
+        reply = self.profile.sampling.max_tokens or 0
+        if prompt + reply <= context:
+            return None
+        return (f"the prompt does not fit the model's context: about {prompt} tokens (estimated, erring high; "
+                f"system message {len(self.system)} characters, {len(self.tools)} tool schemas "
+                f"{len(tools_text(self.tools))} characters) plus max_tokens {reply} is over the profile's context "
+                f"of {context} tokens, so the agent gives up without sending it (a larger context, fewer tools or "
+                "shorter policies would fit)")
+
+    def take(self, reply: ModelReply) -> str:
         """The first env action of the model's reply (the rest queue up behind it)."""
-        usage = getattr(completion, "usage", None)
-        tokens = getattr(usage, "total_tokens", None) if usage is not None else None
-        tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
-        choices = getattr(completion, "choices", None) or []
-        if not choices:
-            return self._no_choice(tokens)
-        choice = choices[0]
-        message = choice.message
-        text = message.content or ""
-        calls = list(message.tool_calls or [])
-        cut_off = choice.finish_reason == "length"
-        entry: dict[str, Any] = {"role": "assistant", "content": text}  # a string: llama.cpp refuses null
-        ids = []
-        if calls:
-            entry["tool_calls"] = []
-            for n, call in enumerate(calls):
-                call_id = getattr(call, "id", None) or f"call_{len(self.messages)}_{n}"
-                ids.append(call_id)
-                fn = getattr(call, "function", None)
-                entry["tool_calls"].append({"id": call_id, "type": "function", "function": {
-                    "name": getattr(fn, "name", "") or "", "arguments": getattr(fn, "arguments", "") or ""}})
+        self._note = None
+        tokens = reply.tokens
+        if reply.cut is not None or reply.finish_reason == "length":
+            kind = reply.cut or "cut_off_length"
+            limit = (f"max_call_s ({self.profile.max_call_s} s)" if kind == CUT_OFF_TIME
+                     else f"max_tokens ({self.profile.sampling.max_tokens})")
+            return self._drop(kind, reply, f"your last reply ran past {limit} and was cut off, so nothing in it "
+                                           "was run. Reply with one short, complete tool call.")
+        if not reply.choices or (not reply.calls and not reply.text.strip()):
+            return self._drop("empty_reply", reply, "your last reply had neither text nor a tool call. Reply with "
+                                                    "one tool call.")
+        entry: dict[str, Any] = {"role": "assistant", "content": reply.text}  # a string: llama.cpp refuses null
+        if reply.calls:
+            entry["tool_calls"] = [
+                {"id": c["id"] or f"call_{len(self.messages)}_{n}", "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}} for n, c in enumerate(reply.calls)]
         self.messages.append(entry)
-        if cut_off:
-            self._queue = self._cut_off(entry, ids, text, tokens)
-        elif calls:
-            self._queue = [self._call(c, ids[n], tokens if n == 0 else None) for n, c in enumerate(entry["tool_calls"])]
-        elif text.strip():
+        if reply.calls:
+            self._queue = [self._call(c, tokens if n == 0 else None) for n, c in enumerate(entry["tool_calls"])]
+        else:
+            text = reply.text
             tool = "ask_customer" if self._contacts < self.max_customer_contacts else "finish"
             args = {"question": text} if tool == "ask_customer" else {"message": text}
             self._queue = [_Pending(action_text(tool, args, tokens), None, to_customer=tool == "ask_customer")]
-        else:
-            self._queue = self._empty(entry, tokens)
         return self._send(self._queue.pop(0))
 
-    def _no_choice(self, tokens: int | None) -> str:
-        self.messages.append({"role": "assistant", "content": "", "tool_calls": [
-            {"id": "call_empty", "type": "function", "function": {"name": INVALID_REPLY, "arguments": ""}}]})
-        return self._send(_Pending(action_text(INVALID_REPLY, "", tokens), "call_empty",
-                                   problem="the reply had no choices; reply with one tool call"))
+    def _drop(self, kind: str, reply: ModelReply, note: str) -> str:
+        self._note = note
+        self._queue = []
+        return self._send(_Pending(dropped_action(kind, reply), None, problem=note, kind=kind))
 
-    def _call(self, call: dict[str, Any], call_id: str, tokens: int | None) -> _Pending:
-        name, raw = call["function"]["name"], call["function"]["arguments"]
+    def _call(self, call: dict[str, Any], tokens: int | None) -> _Pending:
+        call_id, name, raw = call["id"], call["function"]["name"], call["function"]["arguments"]
         try:
             args = json.loads(raw) if raw.strip() else {}
         except ValueError as exc:
-            return _Pending(action_text(name, raw[:MAX_RAW], tokens), call_id,
+            return _Pending(action_text(name, raw[:MAX_RAW], tokens), call_id, kind="malformed_json",
                             problem=f"the arguments of {name!r} are not valid JSON ({exc}); nothing was run. "
                                     "Send the arguments as one JSON object")
-        problem = None if name in self._tool_names else f"there is no tool {name!r}; nothing was run"
-        return _Pending(action_text(name, args, tokens), call_id, problem=problem)
-
-    def _cut_off(self, entry: dict[str, Any], ids: list[str], text: str, tokens: int | None) -> list[_Pending]:
-        problem = ("your reply was cut off at max_tokens (finish_reason 'length'), so nothing in it was run; "
-                   "reply with one short, complete tool call")
-        if not ids:
-            entry["content"] = ""
-            entry["tool_calls"] = [{"id": f"call_{len(self.messages)}_cut", "type": "function",
-                                    "function": {"name": INVALID_REPLY, "arguments": text[:MAX_RAW]}}]
-            ids = [entry["tool_calls"][0]["id"]]
-        first = entry["tool_calls"][0]["function"]
-        pending = [_Pending(action_text(first["name"], first["arguments"][:MAX_RAW], tokens), ids[0], problem=problem)]
-        for call_id in ids[1:]:  # answered at once: one rejected step stands for the whole cut-off reply
-            self.messages.append({"role": "tool", "tool_call_id": call_id,
-                                  "content": _dumps({"status": "not_run", "problem": problem})})
-        return pending
-
-    def _empty(self, entry: dict[str, Any], tokens: int | None) -> list[_Pending]:
-        call_id = f"call_{len(self.messages)}_empty"
-        entry["tool_calls"] = [{"id": call_id, "type": "function",
-                                "function": {"name": INVALID_REPLY, "arguments": ""}}]
-        return [_Pending(action_text(INVALID_REPLY, "", tokens), call_id,
-                         problem="the reply had neither text nor a tool call; reply with one tool call")]
+        if name in self._tool_names:
+            return _Pending(action_text(name, args, tokens), call_id)
+        return _Pending(action_text(name, args, tokens), call_id, kind="unknown_tool",
+                        problem=f"there is no tool {name!r}; nothing was run")
 
     def give_up(self, reason: str) -> str:
-        """The action that ends the episode when the provider refused the request (a 4xx, see :mod:`._provider`)."""
+        """The action that ends the episode on the agent's own account (a refused request, a spent budget,
+        a prompt over the context)."""
         self.messages.append({"role": "assistant", "content": reason})
         self._sent = None
         return action_text("give_up", {"reason": reason}, None)
@@ -284,11 +314,68 @@ def _agent_kwargs(profile: AgentProfile) -> None:
                          f"(agent {profile.agent!r}, model {profile.model!r})")
 
 
-class OpenAIAgent:
+class _Agent:
+    """What the synchronous and asynchronous agents share: the conversation, the stats and the limits."""
+
+    def __init__(self, profile: AgentProfile, endpoint: Endpoint | None, max_customer_contacts: int) -> None:
+        _agent_kwargs(profile)
+        self.profile = profile
+        self.endpoint = endpoint or Endpoint()
+        self.conversation = Conversation(profile, max_customer_contacts=max_customer_contacts)
+        self.stats = ModelStats()
+        self._rng = random.Random()
+
+    @property
+    def rejections(self) -> dict[int, str]:
+        """The kind of each rejected attempt the agent made knowingly, by turn (see :data:`REJECTED_KINDS`)."""
+        return self.conversation.rejections
+
+    def given(self) -> dict[str, tuple[str, str]]:
+        """What the model was given in this episode (see :meth:`Conversation.given`)."""
+        return self.conversation.given()
+
+    @property
+    def max_call_s(self) -> float:
+        """The longest one call may run: the profile's ``max_call_s``, else the endpoint's timeout."""
+        return self.profile.max_call_s or self.endpoint.timeout_s
+
+    def _before_call(self, observation: str, info: dict[str, Any]) -> str | None:
+        """The action to take without calling the model (None: call it)."""
+        action = self.conversation.next_action(observation, info)
+        if action is not None:
+            return action
+        if spent(self.profile, self.stats):
+            return self.conversation.give_up(spent_reason(self.profile))
+        too_long = self.conversation.over_context()
+        if too_long is not None:
+            return self.conversation.give_up(too_long)
+        return None
+
+    def _transport(self) -> dict[str, Any]:
+        return {"stream": self.profile.provider.stream, "max_tokens": self.profile.sampling.max_tokens,
+                "max_call_s": self.max_call_s}
+
+    def _spent_time(self, started: float) -> None:
+        self.stats.latency_ms += (time.perf_counter() - started) * 1000
+
+    def _took(self, reply: ModelReply, started: float) -> str:
+        """Count a call that got a reply and turn its reply into the next action."""
+        elapsed = (time.perf_counter() - started) * 1000
+        self.stats.calls += 1
+        self.stats.latencies_ms.append(elapsed)
+        self.stats.cut_offs += reply.cut is not None
+        if reply.tokens is not None:
+            self.stats.tokens += reply.tokens
+        else:
+            self.stats.replies_without_usage += 1
+        return self.conversation.take(reply)
+
+
+class OpenAIAgent(_Agent):
     """A policy ``(observation, info) -> action`` played by a model over an OpenAI-compatible API.
 
     Args:
-        profile: An ``openai`` agent profile (model, instructions, sampling).
+        profile: An ``openai`` agent profile (model, instructions, sampling, provider options).
         endpoint: Where the model is served and how calls are retried.
         max_customer_contacts: The scenario's ``max_customer_contacts`` (see the module docstring).
         client: A client to share between agents (default: one made from ``endpoint``).
@@ -300,41 +387,42 @@ class OpenAIAgent:
 
     def __init__(self, profile: AgentProfile, endpoint: Endpoint | None = None, *, max_customer_contacts: int = 1,
                  client: openai.OpenAI | None = None) -> None:
-        _agent_kwargs(profile)
-        self.profile = profile
-        self.endpoint = endpoint or Endpoint()
+        super().__init__(profile, endpoint, max_customer_contacts)
         self.client = client or self.endpoint.client()
-        self.conversation = Conversation(profile, max_customer_contacts=max_customer_contacts)
-        self.stats = ModelStats()
-        self._rng = random.Random()
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
-        action = self.conversation.next_action(observation, info)
+        action = self._before_call(observation, info)
         if action is not None:
             return action
-        if spent(self.profile, self.stats):
-            return self.conversation.give_up(spent_reason(self.profile))
         started = time.perf_counter()
         tries = 0
-        while True:
-            tries += 1
-            try:
-                completion = self.client.post(CHAT_PATH, body=self.conversation.request(), cast_to=ChatCompletion,
-                                              options=AUTHORIZED)
-                break
-            except openai.APIError as exc:
-                verdict = self._failed(exc, tries)
-                if isinstance(verdict, str):
-                    return self.conversation.give_up(verdict)
-                time.sleep(verdict)
-        return self._took(completion, started)
+        try:
+            while True:
+                tries += 1
+                try:
+                    reply = complete(self.client, self.conversation.request(), **self._transport())
+                    break
+                except openai.APIError as exc:
+                    verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng)
+                    if isinstance(verdict, str):
+                        return self.conversation.give_up(verdict)
+                    time.sleep(verdict)
+        finally:
+            self._spent_time(started)
+        return self._took(reply, started)
 
-    def _failed(self, exc: openai.APIError, tries: int) -> float | str:
-        """Seconds to wait before the next try, or the give-up reason; raises when the call cannot go on."""
-        return failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng)
 
-    def _took(self, completion: Any, started: float) -> str:
-        return took(self.conversation, self.stats, completion, started)
+def record_fields(agent: object, trace: Sequence[Any]) -> dict[str, Any]:
+    """What a model agent adds to its episode's record (empty for any other agent): the trace with each rejected
+    turn's ``rejected_kind`` (the agent's own, else ``invalid_action``: the env refused a call it passed on) and
+    what the model was given, by content hash (``system_prompt_sha``, ``tools_sha``)."""
+    if not isinstance(agent, _Agent):
+        return {}
+    kinds = agent.rejections
+    parts = agent.given()
+    return {"trace": tuple(replace(t, rejected_kind=kinds.get(t.turn, "invalid_action")) if t.rejected else t
+                           for t in trace),
+            "system_prompt_sha": parts["system"][0], "tools_sha": parts["tools"][0]}
 
 
 def failed(endpoint: Endpoint, profile: AgentProfile, stats: ModelStats, exc: openai.APIError, tries: int,
@@ -361,54 +449,34 @@ def spent_reason(profile: AgentProfile) -> str:
             "(its own limit: scored)")
 
 
-def took(conversation: Conversation, stats: ModelStats, completion: Any, started: float) -> str:
-    """Count a completed call and turn its reply into the next action."""
-    elapsed = (time.perf_counter() - started) * 1000
-    stats.calls += 1
-    stats.latency_ms += elapsed
-    stats.latencies_ms.append(elapsed)
-    usage = getattr(completion, "usage", None)
-    tokens = getattr(usage, "total_tokens", None) if usage is not None else None
-    if isinstance(tokens, int) and not isinstance(tokens, bool):
-        stats.tokens += tokens
-    else:
-        stats.replies_without_usage += 1
-    return conversation.take(completion)
-
-
-class AsyncOpenAIAgent:
+class AsyncOpenAIAgent(_Agent):
     """:class:`OpenAIAgent`'s loop with an :class:`openai.AsyncOpenAI` client: ``await agent.act(obs, info)``."""
 
     def __init__(self, profile: AgentProfile, endpoint: Endpoint | None = None, *, max_customer_contacts: int = 1,
                  client: openai.AsyncOpenAI | None = None) -> None:
-        _agent_kwargs(profile)
-        self.profile = profile
-        self.endpoint = endpoint or Endpoint()
+        super().__init__(profile, endpoint, max_customer_contacts)
         self.client = client or self.endpoint.async_client()
-        self.conversation = Conversation(profile, max_customer_contacts=max_customer_contacts)
-        self.stats = ModelStats()
-        self._rng = random.Random()
 
     async def act(self, observation: str, info: dict[str, Any]) -> str:
-        action = self.conversation.next_action(observation, info)
+        action = self._before_call(observation, info)
         if action is not None:
             return action
-        if spent(self.profile, self.stats):
-            return self.conversation.give_up(spent_reason(self.profile))
         started = time.perf_counter()
         tries = 0
-        while True:
-            tries += 1
-            try:
-                completion = await self.client.post(CHAT_PATH, body=self.conversation.request(),
-                                                    cast_to=ChatCompletion, options=AUTHORIZED)
-                break
-            except openai.APIError as exc:
-                verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng)
-                if isinstance(verdict, str):
-                    return self.conversation.give_up(verdict)
-                await asyncio.sleep(verdict)
-        return took(self.conversation, self.stats, completion, started)
+        try:
+            while True:
+                tries += 1
+                try:
+                    reply = await complete_async(self.client, self.conversation.request(), **self._transport())
+                    break
+                except openai.APIError as exc:
+                    verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng)
+                    if isinstance(verdict, str):
+                        return self.conversation.give_up(verdict)
+                    await asyncio.sleep(verdict)
+        finally:
+            self._spent_time(started)
+        return self._took(reply, started)
 
 
 class ModelAgents:

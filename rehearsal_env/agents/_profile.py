@@ -9,6 +9,8 @@ instructions and its sampling parameters. It is a small TOML file::
     model = "gpt-4o-mini"
     instructions = "Check the order before any refund."
     max_model_calls = 40             # optional: the agent gives up when they are spent
+    context = 8192                   # optional: the model's context in tokens (see below)
+    max_call_s = 60.0                # optional: the longest one model call may run (see below)
 
     [sampling]                       # every key optional; left out: the provider's default
     temperature = 0.0
@@ -16,11 +18,28 @@ instructions and its sampling parameters. It is a small TOML file::
     seed = 7
     max_tokens = 512
 
+    [provider]                       # every key optional: what the provider needs to be sent
+    tool_choice = "auto"             # auto (the default), required, none, or omit (never sent)
+    parallel_tool_calls = false      # left out: not sent
+    stream = true                    # stream replies (the default); false for a server that cannot
+    extra_body = { top_k = 40 }      # more fields for the request body, sent as given
+
+The ``[provider]`` options are part of the profile's version: the same model offered
+its tools differently is a different agent. ``tool_choice`` is sent whenever tools
+are (OpenAI-compatible servers such as llama-cpp-python's ``chatml-function-calling``
+leave the tools out of the prompt without it).
+
+Limits the agent enforces on its side (:mod:`._openai`): a streamed reply is cut
+off past ``max_tokens`` chunks or ``max_call_s`` seconds (the model's runaway: a
+rejected attempt, scored), and a prompt over ``context`` tokens (estimated
+conservatively, :func:`prompt_tokens`) is never sent: the agent gives up saying so.
+
 Registering a profile (:meth:`ProfileStore.register`, ``rehearsal profile add FILE``)
 stores it as ``ROOT/NAME/vN.toml``. The same content again returns the version it
 already has; a changed profile under an existing name becomes the next version.
 Stored versions never change. ``ROOT`` is ``$REHEARSAL_AGENT_PROFILES``, else
-``./agent_profiles`` (like ``world_versions/``).
+``agent_profiles/`` in the state home (``$REHEARSAL_HOME``, else ``~/.rehearsal``; see
+:mod:`rehearsal_env._home`), like ``world_versions/``.
 
 A reference names a profile: ``NAME`` (its latest version) or ``NAME@vN``. The
 built-in scripted agents (``reference``, ``null``, ``wrong:<name>``) have built-in
@@ -40,6 +59,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from .._home import agent_profiles
 from .._version import __version__
 
 PROFILES_ENV = "REHEARSAL_AGENT_PROFILES"
@@ -78,6 +98,53 @@ class Sampling:
                 "max_tokens": self.max_tokens}
 
 
+TOOL_CHOICES = ("auto", "required", "none", "omit")
+"""What ``[provider] tool_choice`` may be (``omit``: the key is not sent at all)."""
+MAX_EXTRA_BODY_CHARS = 10_000
+"""Longest ``[provider] extra_body`` as JSON."""
+RESERVED_BODY_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream",
+                                "stream_options", "temperature", "top_p", "seed", "max_tokens"})
+"""Request fields the profile sets elsewhere; ``extra_body`` may not name them."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What the provider needs to be sent besides sampling (``[provider]``; part of the profile's version)."""
+
+    tool_choice: str = "auto"
+    """``auto``, ``required`` or ``none``, sent with the tools; ``omit`` sends no ``tool_choice``."""
+    parallel_tool_calls: bool | None = None
+    """Sent when set (None: not sent, the provider's default)."""
+    stream: bool = True
+    """Stream replies, so that the agent cuts a runaway off at ``max_tokens`` or ``max_call_s``; false for a
+    server that cannot stream tool calls (e.g. llama-cpp-python's ``chatml-function-calling``)."""
+    extra_body: str = "{}"
+    """More request-body fields, as canonical JSON text of an object (sent as given)."""
+
+    def request_params(self, with_tools: bool) -> dict[str, Any]:
+        """The request-body fields these options add (``tool_choice`` only when tools are offered)."""
+        out: dict[str, Any] = dict(json.loads(self.extra_body))
+        if with_tools and self.tool_choice != "omit":
+            out["tool_choice"] = self.tool_choice
+        if with_tools and self.parallel_tool_calls is not None:
+            out["parallel_tool_calls"] = self.parallel_tool_calls
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options that differ from the defaults (what the content hash and the TOML hold)."""
+        out: dict[str, Any] = {}
+        if self.tool_choice != "auto":
+            out["tool_choice"] = self.tool_choice
+        if self.parallel_tool_calls is not None:
+            out["parallel_tool_calls"] = self.parallel_tool_calls
+        if not self.stream:
+            out["stream"] = False
+        extra = json.loads(self.extra_body)
+        if extra:
+            out["extra_body"] = extra
+        return out
+
+
 @dataclass(frozen=True)
 class AgentProfile:
     """One version of an agent: what a record says was evaluated."""
@@ -94,6 +161,14 @@ class AgentProfile:
     """Sampling parameters of every model call."""
     max_model_calls: int | None = None
     """Most model calls per episode; when they are spent the agent gives up (scored). None: no cap."""
+    context: int | None = None
+    """The model's context in tokens: a prompt estimated over it is not sent (the agent gives up saying so).
+    None: no limit checked on our side."""
+    max_call_s: float | None = None
+    """The longest one model call may run while the provider answers; past it the reply is cut off (the
+    model's runaway, a rejected attempt). None: the endpoint's timeout."""
+    provider: Provider = field(default_factory=Provider)
+    """What the provider needs to be sent: ``tool_choice``, ``parallel_tool_calls``, streaming, extra fields."""
     version: int | None = None
     """The registered version (1, 2, ...); None for a built-in or not yet registered profile."""
 
@@ -122,6 +197,13 @@ class AgentProfile:
                                    "instructions": self.instructions, "sampling": self.sampling.to_dict()}
         if self.max_model_calls is not None:
             content["max_model_calls"] = self.max_model_calls
+        if self.context is not None:
+            content["context"] = self.context
+        if self.max_call_s is not None:
+            content["max_call_s"] = self.max_call_s
+        provider = self.provider.to_dict()
+        if provider:  # left out when default, so profiles without [provider] keep their hash
+            content["provider"] = provider
         return content
 
     def to_toml(self) -> str:
@@ -132,12 +214,32 @@ class AgentProfile:
         lines.append(f"instructions = {json.dumps(self.instructions)}")
         if self.max_model_calls is not None:
             lines.append(f"max_model_calls = {self.max_model_calls}")
+        if self.context is not None:
+            lines.append(f"context = {self.context}")
+        if self.max_call_s is not None:
+            lines.append(f"max_call_s = {json.dumps(float(self.max_call_s))}")
         if self.version is not None:
             lines.append(f"version = {self.version}")
         params = self.sampling.request_params()
         if params:
             lines += ["", "[sampling]"] + [f"{k} = {json.dumps(v)}" for k, v in params.items()]
+        provider = self.provider.to_dict()
+        if provider:
+            lines += ["", "[provider]"] + [f"{k} = {_toml_value(v)}" for k, v in provider.items()]
         return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML value for JSON-like ``value`` (an object as an inline table; JSON strings are TOML strings)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if value is None:
+        raise ValueError("TOML has no null; leave the key out of [provider] extra_body instead")
+    return json.dumps(value)
 
 
 def is_builtin(agent: str) -> bool:
@@ -170,7 +272,8 @@ def parse_profile(text: str, source: str = "profile") -> AgentProfile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _fail(source, f"not valid TOML ({exc})") from None
-    known = {"name", "agent", "model", "instructions", "sampling", "max_model_calls", "version"}
+    known = {"name", "agent", "model", "instructions", "sampling", "max_model_calls", "context", "max_call_s",
+             "provider", "version"}
     extra = sorted(set(data) - known)
     if extra:
         raise _fail(source, f"unknown key(s) {extra}; a profile has {sorted(known - {'version'})}")
@@ -194,8 +297,49 @@ def parse_profile(text: str, source: str = "profile") -> AgentProfile:
     version = data.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
         raise _fail(source, f"expected version to be a positive integer, got {version!r}")
+    context = data.get("context")
+    if context is not None and (not isinstance(context, int) or isinstance(context, bool) or context < 16):
+        raise _fail(source, f"expected context to be the model's context in tokens (an integer >= 16), got {context!r}")
+    call_s = data.get("max_call_s")
+    if call_s is not None and (isinstance(call_s, bool) or not isinstance(call_s, int | float) or not call_s > 0):
+        raise _fail(source, f"expected max_call_s to be seconds > 0, got {call_s!r}")
     return AgentProfile(name=name, agent=agent, model=model, instructions=instructions,
-                        sampling=_sampling(data.get("sampling", {}), source), max_model_calls=cap, version=version)
+                        sampling=_sampling(data.get("sampling", {}), source), max_model_calls=cap,
+                        context=context, max_call_s=float(call_s) if call_s is not None else None,
+                        provider=_provider(data.get("provider", {}), source), version=version)
+
+
+def _provider(data: Any, source: str) -> Provider:
+    if not isinstance(data, dict):
+        raise _fail(source, f"expected a [provider] table, got {type(data).__name__}")
+    known = ("tool_choice", "parallel_tool_calls", "stream", "extra_body")
+    extra = sorted(set(data) - set(known))
+    if extra:
+        raise _fail(source, f"unknown [provider] key(s) {extra}; known: {', '.join(known)}")
+    choice = data.get("tool_choice", "auto")
+    if choice not in TOOL_CHOICES:
+        raise _fail(source, f"expected provider.tool_choice to be one of {', '.join(TOOL_CHOICES)}, got {choice!r}")
+    parallel = data.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise _fail(source, f"expected provider.parallel_tool_calls to be true or false, got {parallel!r}")
+    stream = data.get("stream", True)
+    if not isinstance(stream, bool):
+        raise _fail(source, f"expected provider.stream to be true or false, got {stream!r}")
+    body = data.get("extra_body", {})
+    if not isinstance(body, dict):
+        raise _fail(source, f"expected provider.extra_body to be a table, got {type(body).__name__}")
+    clash = sorted(set(body) & RESERVED_BODY_KEYS)
+    if clash:
+        raise _fail(source, f"provider.extra_body may not set {clash}: the profile sets them elsewhere "
+                            "([sampling], [provider] tool_choice, parallel_tool_calls, stream)")
+    text = json.dumps(body, sort_keys=True, default=str)
+    if len(text) > MAX_EXTRA_BODY_CHARS:
+        raise _fail(source, f"expected provider.extra_body under {MAX_EXTRA_BODY_CHARS} characters as JSON, "
+                            f"got {len(text)}")
+    if json.loads(text) != body:
+        raise _fail(source, "expected provider.extra_body to hold JSON values only (strings, numbers, booleans, "
+                            "arrays, tables); dates and times are not sent as given")
+    return Provider(tool_choice=choice, parallel_tool_calls=parallel, stream=stream, extra_body=text)
 
 
 def _sampling(data: Any, source: str) -> Sampling:
@@ -238,7 +382,7 @@ class ProfileStore:
     """Registered profiles under ``root``: ``root/NAME/vN.toml``, never rewritten."""
 
     def __init__(self, root: str | Path | None = None) -> None:
-        self.root = Path(root or os.environ.get(PROFILES_ENV) or DEFAULT_ROOT)
+        self.root = Path(root) if root else agent_profiles()  # $REHEARSAL_AGENT_PROFILES, else in the state home
 
     def _dir(self, name: str) -> Path:
         return self.root / name.replace(":", "_")

@@ -18,6 +18,12 @@ A request that matches neither is answered HTTP 400 ("no scripted reply left"), 
 a test that runs out of script fails loudly. Every request body is kept in
 :attr:`ModelServer.requests`.
 
+A request with ``"stream": true`` is answered as server-sent events, as OpenAI streams: one chunk
+per word of text or about four characters of call arguments, then the finish reason, then (with
+``stream_options.include_usage``) a usage chunk and ``data: [DONE]``. :meth:`Reply.runaway` is a
+reply that never ends: streamed, a tool call whose arguments grow until the client hangs up; not
+streamed, an answer that comes only after ``delay_s``.
+
 Example::
 
     with ModelServer(world="shop") as server:
@@ -40,6 +46,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,6 +56,10 @@ from ..worlds import World, load_world
 from ._scripted import ScriptedAgent
 
 _SCENARIO = re.compile(r"scenario (\S+) of world (\S+?),")
+RUNAWAY_CAP_S = 120.0
+"""Longest a runaway reply streams before the server gives up on it."""
+RUNAWAY_EVERY_S = 0.005
+"""Seconds between a runaway's chunks."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,14 @@ class Reply:
     """Seconds to wait before answering (a reply slower than the client's timeout never arrives)."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra response headers (e.g. ``retry-after-ms``)."""
+    endless: bool = False
+    """Streamed: the first call's arguments never end (a runaway model); see :meth:`runaway`."""
+
+    @staticmethod
+    def runaway(tool: str = "get_order", *, delay_s: float = 60.0) -> Reply:
+        """A model that never stops: streamed, ``tool``'s arguments grow forever (a chunk every 5 ms, until the
+        client hangs up or :data:`RUNAWAY_CAP_S` pass); not streamed, the answer comes after ``delay_s``."""
+        return Reply(tool_calls=((tool, '{"order_id": "'),), endless=True, delay_s=delay_s)
 
     @staticmethod
     def call(tool: str, /, tokens: int | None = 100, **args: Any) -> Reply:
@@ -256,6 +275,25 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
 
+    def _stream(self, reply: Reply, body: dict[str, Any], number: int) -> None:
+        """Answer ``reply`` as server-sent events (see the module docstring)."""
+        model = str(body.get("model"))
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            for chunk in _chunks(reply, model, number, bool((body.get("stream_options") or {}).get("include_usage"))):
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+                if reply.endless:
+                    time.sleep(RUNAWAY_EVERY_S)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):  # the client hung up (it cut the reply off)
+            pass
+
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
@@ -269,9 +307,42 @@ class _Handler(BaseHTTPRequestHandler):
             return
         state = self.server_state
         reply = state.answer(body, self.headers.get("authorization"))
+        if body.get("stream") is True and reply.status == 200:
+            if reply.delay_s and not reply.endless:
+                time.sleep(reply.delay_s)
+            self._stream(reply, body, next(state._numbers))
+            return
         if reply.delay_s:
             time.sleep(reply.delay_s)
         self._send(reply.status, reply.body(str(body.get("model")), next(state._numbers)), reply.headers)
+
+
+def _chunk(model: str, number: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+
+def _chunks(reply: Reply, model: str, number: int, usage: bool) -> Iterator[dict[str, Any]]:
+    """The chunks of a streamed reply (endless for a runaway)."""
+    yield _chunk(model, number, {"role": "assistant", "content": ""})
+    for word in re.findall(r"\S+\s*|\s+", reply.content or ""):
+        yield _chunk(model, number, {"content": word})
+    for i, (name, arguments) in enumerate(reply.tool_calls):
+        yield _chunk(model, number, {"tool_calls": [{"index": i, "id": f"call_{number}_{i}", "type": "function",
+                                                     "function": {"name": name, "arguments": ""}}]})
+        for at in range(0, len(arguments), 4):
+            yield _chunk(model, number, {"tool_calls": [{"index": i, "function": {"arguments": arguments[at:at + 4]}}]})
+        if reply.endless:
+            until = time.monotonic() + RUNAWAY_CAP_S
+            while time.monotonic() < until:
+                yield _chunk(model, number, {"tool_calls": [{"index": i, "function": {"arguments": "9"}}]})
+            return
+    yield _chunk(model, number, {}, reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
+    if usage and reply.tokens is not None:
+        prompt = reply.tokens * 4 // 5
+        yield {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": 0, "model": model,
+               "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": reply.tokens - prompt,
+                                        "total_tokens": reply.tokens}}
 
 
 def main(argv: list[str] | None = None) -> int:
