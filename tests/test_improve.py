@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from published import publish_content
 
 from rehearsal_env.agents import AgentProfile, Endpoint, ProfileStore
 from rehearsal_env.agents.testing import ModelServer, Reply
@@ -23,8 +26,9 @@ from rehearsal_env.improve import (
     lineage_of,
 )
 from rehearsal_env.readiness import assess
-from rehearsal_env.records import EpisodeRecord, read_records, write_part
+from rehearsal_env.records import EpisodeRecord, read_records, seal_run, write_part
 from rehearsal_env.runner import RunConfig, run
+from rehearsal_env.worlds import load_world
 
 IMPROVE_DIR = Path(__file__).resolve().parent.parent / "rehearsal_env" / "improve"
 PROFILE = "support-bot"
@@ -45,16 +49,34 @@ def _as_profile(records: list[EpisodeRecord], version: str) -> list[EpisodeRecor
     return out
 
 
-def _run(tmp: Path, name: str, agent: str, version: str = "v1") -> Path:
-    played = tmp / f"{name}-played"
-    run(RunConfig(world="shop", agent=agent, scenarios=TRAIN_DEV + HOLDOUT), played, progress=False)
-    out = tmp / name
-    write_part(out, _as_profile(read_records(played), version), 0)
+def _write(out: Path, records: list[EpisodeRecord], like: Path) -> Path:
+    """``records`` as a sealed run directory with the provenance of run ``like`` (sealed by this home's key,
+    which is trusted: the improvement step must refuse what follows on its own)."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(like / "provenance.json", out / "provenance.json")
+    write_part(out, records, 0)
+    seal_run(out)
     return out
 
 
+def _run(tmp: Path, name: str, agent: str, version: str = "v1") -> Path:
+    played = tmp / f"{name}-played"
+    run(RunConfig(world="shop", agent=agent, scenarios=TRAIN_DEV + HOLDOUT), played, progress=False)
+    return _write(tmp / name, _as_profile(read_records(played), version), played)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def versions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """shop's version published where the improvement step looks (it decides holdout from it)."""
+    root = tmp_path_factory.mktemp("versions")
+    publish_content(load_world("shop"), root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REHEARSAL_WORLD_VERSIONS", str(root))
+        yield root
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def runs(versions: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("improve")
     return _run(tmp, "wrong-order", "wrong:wrong-order"), _run(tmp, "claim", "wrong:do-nothing-but-claim")
 
@@ -121,10 +143,10 @@ def test_no_code_path_of_the_improvement_step_can_read_a_record_but_through_the_
             assert not any(m.split(".")[-1] == "records" for m in modules_from), f"{path.name} imports records"
     reader = ast.parse((IMPROVE_DIR / "_reader.py").read_text())
     from_records = [n for n in ast.walk(reader) if isinstance(n, ast.ImportFrom) and n.module == "records"]
-    assert {a.name for n in from_records for a in n.names} == {"SCHEMA", "checked_parts"}
+    assert {a.name for n in from_records for a in n.names} == {"SCHEMA", "PublicKey", "checked_parts", "verify_seal"}
     scans = [c for c in _calls(reader) if isinstance(c.func, ast.Attribute) and c.func.attr in
              ("to_table", "count_rows", "to_batches", "scanner", "head", "take", "to_reader")]
-    assert len(scans) == 2
+    assert len(scans) == 5  # three counts that match the records with the published version, then the two reads
     for call in scans:
         assert any(k.arg == "filter" for k in call.keywords), f"a scan without filter= at line {call.lineno}"
 
@@ -189,9 +211,7 @@ def test_a_model_that_writes_no_lesson_writes_no_version(runs: tuple[Path, Path]
 
 
 def _holdout_only(tmp: Path, runs: tuple[Path, Path]) -> Path:
-    out = tmp / "holdout-only"
-    write_part(out, [r for r in read_records(runs[0]) if r.split == "holdout"], 0)
-    return out
+    return _write(tmp / "holdout-only", [r for r in read_records(runs[0]) if r.split == "holdout"], runs[0])
 
 
 def test_a_run_of_holdout_failures_only_teaches_nothing(runs: tuple[Path, Path], store: ProfileStore,
@@ -204,9 +224,8 @@ def test_a_run_of_holdout_failures_only_teaches_nothing(runs: tuple[Path, Path],
 def test_records_that_call_a_holdout_scenario_train_are_refused(runs: tuple[Path, Path], store: ProfileStore,
                                                                tmp_path: Path) -> None:
     relabelled = [replace(r, split="train") if r.split == "holdout" else r for r in read_records(runs[0])]
-    out = tmp_path / "relabelled"
-    write_part(out, relabelled, 0)
-    with pytest.raises(HoldoutRefused, match="places scenario"):
+    out = _write(tmp_path / "relabelled", relabelled, runs[0])
+    with pytest.raises(HoldoutRefused, match="2 record\\(s\\) labelled 'train' .* places in another split"):
         improve([out], PROFILE, store=store)
     assert store.get(PROFILE).version == 1
 
@@ -237,3 +256,70 @@ def test_readiness_counts_only_holdout_for_the_improved_version(runs: tuple[Path
     assert not verdicts["v1"].improved and verdicts["v1"].counted == len(TRAIN_DEV + HOLDOUT)
     assert verdicts["v2"].improved and verdicts["v2"].counted == len(HOLDOUT)
     assert ("learned from (not holdout)", len(TRAIN_DEV)) in verdicts["v2"].left_out
+
+
+def _relabelled(r: EpisodeRecord, how: str) -> EpisodeRecord:
+    if r.split != "holdout":
+        return r
+    if how == "re-cased world":
+        return replace(r, world="Shop", split="dev")
+    if how == "renamed world":
+        return replace(r, world="shop-copy", split="dev")
+    if how == "suffixed scenario":
+        return replace(r, scenario=f"{r.scenario}-dev", split="dev")
+    return replace(r, split="dev")
+
+
+@pytest.mark.parametrize("how", ["re-cased world", "renamed world", "suffixed scenario", "plain relabel"])
+def test_relabelled_holdout_records_are_refused_whatever_the_labels_say(
+        runs: tuple[Path, Path], store: ProfileStore, tmp_path: Path, how: str) -> None:
+    """The issue's probes: holdout records renamed so that the record's own labels no longer say holdout,
+    sealed by a trusted key. Holdout is decided from the published version, so each is refused and the
+    canary reaches no version."""
+    out = _write(tmp_path / "relabelled", [_relabelled(r, how) for r in read_records(runs[0])], runs[0])
+    expected = {"re-cased world": "name another world or world version",
+                "renamed world": "name another world or world version",
+                "suffixed scenario": "name scenarios that shop wv_.* does not publish",
+                "plain relabel": "labelled 'dev' are of scenarios that the published shop wv_.* places in another"}
+    with pytest.raises(HoldoutRefused, match=expected[how]) as refused:
+        improve([out], PROFILE, store=store)
+    assert CANARY not in str(refused.value)
+    assert store.get(PROFILE).version == 1
+
+
+def test_the_whole_run_renamed_consistently_is_not_published_so_refused(runs: tuple[Path, Path], store: ProfileStore,
+                                                                      tmp_path: Path) -> None:
+    """Records and provenance.json both say ``Shop``: no published version has that name."""
+    out = tmp_path / "renamed"
+    out.mkdir()
+    blob = json.loads((runs[0] / "provenance.json").read_text())
+    (out / "provenance.json").write_text(json.dumps({**blob, "world": "Shop"}))
+    write_part(out, [replace(r, world="Shop", split="dev" if r.split == "holdout" else r.split)
+                     for r in read_records(runs[0])], 0)
+    seal_run(out)
+    with pytest.raises(HoldoutRefused, match="world 'Shop' version wv_.* which is not published here"):
+        improve([out], PROFILE, store=store)
+    assert store.get(PROFILE).version == 1
+
+
+def test_holdout_rows_mixed_into_a_dev_runs_directory_are_refused(runs: tuple[Path, Path], store: ProfileStore,
+                                                                 tmp_path: Path) -> None:
+    """A dev run's directory with another run's holdout rows added as a part, labelled dev, resealed."""
+    mine = [r for r in read_records(runs[0]) if r.split != "holdout"]
+    theirs = [replace(r, split="dev", run_id=mine[0].run_id) for r in read_records(runs[1]) if r.split == "holdout"]
+    out = _write(tmp_path / "mixed", mine, runs[0])
+    write_part(out, theirs, 1)
+    with pytest.raises(ValueError, match="part-00001.parquet: is not among the parts the run sealed"):
+        improve([out], PROFILE, store=store)  # unsealed since: refused before any row is read
+    seal_run(out)
+    with pytest.raises(HoldoutRefused, match="labelled 'dev' are of scenarios that the published"):
+        improve([out], PROFILE, store=store)
+    assert store.get(PROFILE).version == 1
+
+
+def test_a_world_version_not_published_here_teaches_nothing(runs: tuple[Path, Path], store: ProfileStore,
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REHEARSAL_WORLD_VERSIONS", str(tmp_path / "elsewhere"))
+    with pytest.raises(HoldoutRefused, match="which is not published here"):
+        improve(list(runs), PROFILE, store=store)
+    assert store.get(PROFILE).version == 1

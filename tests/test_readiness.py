@@ -17,7 +17,7 @@ import tinyworld
 from rehearsal_env.agents import NullAgent, Policy, ScriptedAgent
 from rehearsal_env.cli import main
 from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, format_readiness, judge
-from rehearsal_env.records import EpisodeRecord, write_part
+from rehearsal_env.records import EpisodeRecord, seal_run, write_part
 from rehearsal_env.runner import EpisodeSpec, RunConfig, run_batch
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
 from rehearsal_env.versions import build_and_publish, withdraw_by_hand
@@ -196,6 +196,7 @@ def test_cli_prints_the_verdict_and_reasons(world: World, root: Path, tmp_path: 
                                             capsys: pytest.CaptureFixture[str]) -> None:
     write_part(tmp_path / "a", episodes(world, {s: ("reference",) for s in ALL}), 0)
     write_part(tmp_path / "b", episodes(world, {"pay-ann": ("claim-done",)}), 0)
+    seal_run(tmp_path / "a"), seal_run(tmp_path / "b")  # as a finished run is
     assert main(["readiness", str(tmp_path / "a"), "--versions", str(root)]) == 0
     assert capsys.readouterr().out.startswith("Ready to pilot: agent candidate (v1) on world tiny wv_")
     assert main(["readiness", str(tmp_path / "a"), str(tmp_path / "b"), "--versions", str(root),
@@ -211,6 +212,7 @@ def test_cli_takes_the_not_scored_limit(world: World, root: Path, tmp_path: Path
                                         capsys: pytest.CaptureFixture[str]) -> None:
     records = episodes(world, {s: ("reference",) * 3 for s in ALL})
     write_part(tmp_path / "a", [not_scored(records[0], "database"), *records[1:]], 0)
+    seal_run(tmp_path / "a")
     assert main(["readiness", str(tmp_path / "a"), "--versions", str(root)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Needs work") and f"causes: {cause_of('database')} 1" in out

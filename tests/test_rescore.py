@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from published import publish_content
 
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
@@ -15,15 +16,7 @@ from rehearsal_env.records import EpisodeRecord, read_records, seal_run, write_p
 from rehearsal_env.rescore import rescore_run
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.scenarios import Scenario
-from rehearsal_env.versions import (
-    VALIDATOR_VERSION,
-    NotPublished,
-    WorldVersion,
-    content_hashes,
-    publish,
-    world_content,
-    world_version,
-)
+from rehearsal_env.versions import NotPublished
 from rehearsal_env.worlds import World, load_world, register_world
 
 SPLIT = "dev"
@@ -41,20 +34,10 @@ def shop_run(out: Path, profile: str | None) -> Path:
     return out
 
 
-def publish_checks(world: World, root: Path) -> Path:
-    """Publish ``world``'s content (its scenarios' checks) under ``root`` without the validation plays of
-    ``rehearsal world build`` (a minute for shop): ``--recheck`` reads only the published checks."""
-    content = world_content(world)
-    version = WorldVersion(id=world_version(world), world=world.name, part_hashes=content_hashes(content),
-                           data_anchor=world.data_anchor.isoformat(), clock=world.now, backend="sqlite",
-                           validator=VALIDATOR_VERSION, validation=(), isolation=())
-    return publish(version, content, root)[0]
-
-
 @pytest.fixture(scope="module")
 def versions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("versions")
-    publish_checks(load_world("shop"), root)
+    publish_content(load_world("shop"), root)
     return root
 
 

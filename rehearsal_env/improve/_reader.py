@@ -15,12 +15,25 @@ check at the door:
   :data:`LearnableSplit`: the scenario, its failed checks and the run metrics, never
   the trace, the observations or the database changes.
 
-The parts are verified against the run's manifest first (``records.checked_parts``).
+Which scenarios are holdout is decided by the *published* world version each record names
+(its ``world`` and ``world_version``, matched exactly: ``versions.load_content``, re-hashed to
+its id), never by the record's own ``split`` label. Before any row is read, every record of the
+run must match that version: a world version not published here, a world name renamed or
+re-cased, a scenario id the version does not have (a suffixed holdout id), or a scenario under
+another split than the version gives it (holdout rows relabelled and mixed into a dev run) is
+refused (:class:`HoldoutRefused`). Those checks are counts of the scan (``count_rows`` with a
+filter), so no holdout row becomes a value either; the learnable scan then keeps only rows
+whose scenario the published version places in a learnable split.
+
+The parts are verified first: the manifest both ways and the run's seal by a trusted key
+(``records.checked_parts`` and ``records.verify_seal``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import operator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -28,7 +41,8 @@ from typing import Any, Literal, get_args
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ..records import SCHEMA, checked_parts
+from ..records import SCHEMA, PublicKey, checked_parts, verify_seal
+from ..versions import NotPublished, load_content
 
 LearnableSplit = Literal["train", "dev"]
 """The splits an improvement may learn from (holdout is not one of them, by type)."""
@@ -115,13 +129,20 @@ class LearningRecords:
     """
 
     def __init__(self, splits: Sequence[LearnableSplit] = LEARNABLE_SPLITS, *, agent: Sequence[str] | None = None,
-                 agent_version: str | None = None) -> None:
+                 agent_version: str | None = None, versions_root: str | Path | None = None,
+                 trusted: Mapping[str, PublicKey] | None = None) -> None:
         self.splits = _learnable(splits)
         self.agent = tuple(agent) if agent is not None else None
         self.agent_version = agent_version
+        self.versions_root = versions_root
+        self.trusted = trusted
+        self._learnable_ids: dict[tuple[str, str], list[str]] = {}
 
     def _filter(self, outcomes: Sequence[str] | None) -> Any:
         expr = pc.field("split").isin(list(self.splits))
+        learnable = [(pc.field("world") == w) & (pc.field("world_version") == v) & pc.field("scenario").isin(ids)
+                     for (w, v), ids in self._learnable_ids.items()]
+        expr = expr & functools.reduce(operator.or_, learnable, pc.scalar(False))
         if outcomes is not None:
             expr = expr & pc.field("outcome").isin(list(outcomes))
         if self.agent is not None:
@@ -131,15 +152,58 @@ class LearningRecords:
         return expr
 
     def _dataset(self, run_dir: str | Path) -> ds.Dataset:
-        return ds.dataset([str(p) for p in checked_parts(run_dir)], schema=SCHEMA, format="parquet")
+        parts = checked_parts(run_dir)
+        seal = verify_seal(run_dir, self.trusted)
+        dataset = ds.dataset([str(p) for p in parts], schema=SCHEMA, format="parquet")
+        self._match_published(run_dir, dataset, str(seal.world), str(seal.world_version))
+        return dataset
+
+    def _match_published(self, run_dir: str | Path, dataset: ds.Dataset, world: str, version: str) -> None:
+        """Refuse the run unless every record matches the published world version its sealed provenance
+        names (see the module doc); remember the scenarios that version places in the learnable splits."""
+        other = dataset.count_rows(filter=(pc.field("world") != world) | (pc.field("world_version") != version))
+        if other:
+            raise HoldoutRefused(f"{run_dir}: {other} record(s) name another world or world version than the run's "
+                                 f"provenance ({world} {version}): renamed or re-cased, or mixed in from another "
+                                 "run; the improvement step reads only records that match a published version "
+                                 "exactly")
+        try:
+            content = load_content(world, version, self.versions_root)
+        except NotPublished as exc:
+            raise HoldoutRefused(f"{run_dir}: its records name world {world!r} version {version}, which is not "
+                                 f"published here, so which scenarios are holdout cannot be known and the "
+                                 f"improvement step reads none of them ({exc})") from None
+        if content.get("world", {}).get("name") != world:
+            raise HoldoutRefused(f"{run_dir}: its records name world {world!r}, but {version} is published as "
+                                 f"{content.get('world', {}).get('name')!r}; records must name their world exactly "
+                                 "as published")
+        published: dict[str, list[str]] = {}
+        for scenario in content.get("scenarios") or ():
+            published.setdefault(str(scenario["split"]), []).append(str(scenario["id"]))
+        unknown = dataset.count_rows(filter=~pc.field("scenario").isin([i for ids in published.values() for i in ids]))
+        if unknown:
+            raise HoldoutRefused(f"{run_dir}: {unknown} record(s) name scenarios that {world} {version} does not "
+                                 "publish (renamed or suffixed scenario ids); the improvement step reads only "
+                                 "records that match a published version exactly")
+        for split in ("train", "dev", "holdout"):
+            moved = dataset.count_rows(filter=(pc.field("split") == split)
+                                       & ~pc.field("scenario").isin(published.get(split, [])))
+            if moved:
+                raise HoldoutRefused(f"{run_dir}: {moved} record(s) labelled {split!r} are of scenarios that the "
+                                     f"published {world} {version} places in another split (holdout records "
+                                     "relabelled, or mixed into this run): the improvement step never learns from "
+                                     "holdout, so it stops here")
+        self._learnable_ids[(world, version)] = [i for split in self.splits for i in published.get(split, [])]
 
     def count(self, run_dir: str | Path) -> int:
         """How many episodes of the learnable splits (failed or not) the run holds for the agent."""
-        return int(self._dataset(run_dir).count_rows(filter=self._filter(None)))
+        dataset = self._dataset(run_dir)  # first: it learns which scenarios the published version allows
+        return int(dataset.count_rows(filter=self._filter(None)))
 
     def failures(self, run_dir: str | Path) -> list[FailedEpisode]:
         """The run's failed episodes of the learnable splits, ordered by (scenario, repeat)."""
-        table = self._dataset(run_dir).to_table(columns=list(COLUMNS), filter=self._filter(FAILED_OUTCOMES))
+        dataset = self._dataset(run_dir)  # first: it learns which scenarios the published version allows
+        table = dataset.to_table(columns=list(COLUMNS), filter=self._filter(FAILED_OUTCOMES))
         out = []
         for row in table.to_pylist():
             if row["split"] not in self.splits:
