@@ -93,7 +93,7 @@ def handle(args: argparse.Namespace) -> int:
         if args.transport == "stdio":
             anyio.run(harness.serve_stdio, server)
         else:
-            app = harness.http_app(server, session_idle_timeout=max(60.0, 2 * args.idle_timeout))
+            app = harness.http_app(server, host=args.host, session_idle_timeout=max(60.0, 2 * args.idle_timeout))
             thread = ServerThread(app, host=args.host, port=args.port)  # type: ignore[arg-type]
             print(f"rehearsal mcp: listening on {thread.url}{harness.MCP_PATH}", file=sys.stderr, flush=True)
             thread.start()

@@ -11,7 +11,9 @@ Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server
   carried out and not a turn; malformed JSON-RPC gets the SDK's protocol errors;
 - ``prompts``: ``scenario``, the system prompt (role, policies) and the customer's request;
 - ``resources``: ``rehearsal://episode`` (the episode as it stands: opening, verdict once ended) and
-  ``rehearsal://policies``.
+  ``rehearsal://policies``;
+- ``logging``: when the episode ends, an ``info`` message with its outcome, reward and run directory
+  (``logging/setLevel`` above ``info`` silences it).
 
 One episode per MCP session: started at the session's first request, settled when the session closes
 (``gave_up``: the harness disconnected) or when it has been idle for the idle timeout.
@@ -64,6 +66,10 @@ class EpisodeServerConfig:
     """The gateway link of a stdio session's episode (default: the episode id)."""
 
 
+LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""MCP's log levels, least severe first."""
+
+
 class _Slot:
     """The episode of one MCP session (created at its first request)."""
 
@@ -71,6 +77,8 @@ class _Slot:
         self.episode: HostedEpisode | None = None
         self.busy = False
         self.creating = asyncio.Lock()
+        self.log_level = "info"
+        """The least severe level the client gets as ``notifications/message`` (``logging/setLevel``)."""
 
 
 def _link_of(request: Any) -> str | None:
@@ -155,14 +163,25 @@ def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
             out = await off_loop(ep.call, req.params.name, req.params.arguments or {})
         finally:
             slot.busy = False
-        if out.get("ended") and on_end is not None:
-            await off_loop(on_end, ep)
+        if out.get("ended"):
+            if on_end is not None:
+                await off_loop(on_end, ep)
+            if LEVELS.index(slot.log_level) <= LEVELS.index("info"):
+                await server.request_context.session.send_log_message(
+                    level="info", logger="rehearsal", related_request_id=server.request_context.request_id,
+                    data={"episode_id": ep.id, "ended_by": out.get("ended_by"), "run_dir": out.get("run_dir"),
+                          "outcome": (out.get("verdict") or {}).get("outcome"), "reward": out.get("reward")})
         text = json.dumps(out, sort_keys=True, default=str)
         return types.ServerResult(types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structuredContent=json.loads(text),
             isError=out["status"] in ("rejected", "error", "not_run")))
 
     server.request_handlers[types.CallToolRequest] = call_tool
+
+    @server.set_logging_level()
+    async def set_level(level: types.LoggingLevel) -> None:
+        slot: _Slot = server.request_context.lifespan_context
+        slot.log_level = level
 
     @server.list_prompts()
     async def list_prompts() -> list[types.Prompt]:

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 MCP_PATH = "/mcp"
@@ -32,10 +33,25 @@ class _Endpoint:
         await self.manager.handle_request(scope, receive, send)
 
 
-def http_app(server: Server[Any, Any], *, session_idle_timeout: float | None = None) -> FastAPI:
-    """An ASGI app serving ``server`` over streamable HTTP at :data:`MCP_PATH` (stateful sessions; an MCP session
-    unused for ``session_idle_timeout`` seconds is closed by the SDK)."""
-    manager = StreamableHTTPSessionManager(app=server, session_idle_timeout=session_idle_timeout)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def security(host: str) -> TransportSecuritySettings:
+    """DNS-rebinding protection: only requests whose ``Host`` (and ``Origin``, when sent) name the address the server
+    listens on are served; a loopback server accepts every loopback spelling."""
+    hosts = list(LOOPBACK_HOSTS) if host in ("127.0.0.1", "localhost", "::1") else [
+        f"[{host}]" if ":" in host else host]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=[f"{h}:*" for h in hosts],
+                                     allowed_origins=[f"{scheme}://{h}:*" for h in hosts for scheme in ("http",
+                                                                                                         "https")])
+
+
+def http_app(server: Server[Any, Any], *, host: str = "127.0.0.1", session_idle_timeout: float | None = None
+             ) -> FastAPI:
+    """An ASGI app serving ``server`` over streamable HTTP at :data:`MCP_PATH` for clients that reach it at ``host``
+    (stateful sessions; an MCP session unused for ``session_idle_timeout`` seconds is closed by the SDK)."""
+    manager = StreamableHTTPSessionManager(app=server, session_idle_timeout=session_idle_timeout,
+                                           security_settings=security(host))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
