@@ -38,16 +38,19 @@ measure: $(STAMP)  ## python measure.py: make measure ARGS="runs/mine"
 verify: $(STAMP)  ## check a run directory's records: make verify RUN=runs/mine
 	$(BIN)/rehearsal eval verify $(RUN)
 
-demo: $(STAMP)  ## evaluate the reference agent on shop's dev split (embedded SQLite), then measure it
+demo: $(STAMP)  ## publish the shop world, evaluate the reference agent on its dev split (embedded SQLite), measure it
+	$(BIN)/rehearsal world build shop
 	$(BIN)/rehearsal run --world shop --agent reference --split dev --repeats 2 --out runs/demo
 	$(BIN)/python measure.py runs/demo
+	@echo "next: $(BIN)/rehearsal readiness runs/demo; $(BIN)/rehearsal world show shop --html shop.html"
+	@echo "      (state such as world_versions/ lives in \$$REHEARSAL_HOME, default ~/.rehearsal)"
 
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check rehearsal_env tests benchmarks training worlds measure.py
 	$(BIN)/mypy
 
-test: lint  ## ruff, mypy, then every test
-	$(BIN)/python -m pytest
+test: lint  ## ruff, mypy, then every test (why each skipped test skipped is listed at the end)
+	$(BIN)/python -m pytest -rs
 
 bench: $(STAMP)  ## the benchmarks
 	$(BIN)/python benchmarks/reset.py

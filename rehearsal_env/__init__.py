@@ -25,7 +25,7 @@ from .scenarios import Scenario
 from .verdict import Ending, Outcome, Verdict
 from .worlds import World, load_world, world_names
 
-register_envs()
+register_envs(builtin_only=True)  # no I/O at import: `rehearsal_env.register_envs()` adds folder and imported worlds
 
 __all__ = [
     "Check",

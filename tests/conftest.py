@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sys
 import tempfile
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +45,53 @@ def postgres_dsn() -> Iterator[str]:
     with private_server("rehearsal-pgtest-") as server:
         yield server.dsn
         forget(server.dsn)
+
+
+# --- Why tests skipped: at the end of every session, grouped by the part that is missing -------------
+# Each group says what is missing, how to install it, and the REHEARSAL_REQUIRE_<PART> that turns the skip
+# into a failure (as .ci/run sets them all).
+_PARTS: tuple[tuple[str, str, str, str], ...] = (
+    ("PostgreSQL server binaries", r"postgres|initdb",
+     "apt-get install postgresql, or set REHEARSAL_POSTGRES_BIN / REHEARSAL_POSTGRES_DSN", "POSTGRES"),
+    ("a Docker daemon and the sandbox images", r"docker|sandbox",
+     "start dockerd (apt-get install docker.io debootstrap), then `python -m rehearsal_env.sandbox`", "DOCKER"),
+    ("tau2-bench's data", r"tau2", "put tau2-bench beside the clone: ../shared/third_party/tau2-bench", "TAU2"),
+    ("curl and jq", r"\bcurl\b|\bjq\b", "apt-get install curl jq", "CURL_AGENT"),
+)
+_EXTRA = re.compile(r"pip install -e '\.\[(\w+)\]'")
+
+
+def _part_of(reason: str) -> tuple[str, str, str]:
+    """(what is missing, how to install it, its REHEARSAL_REQUIRE_ variable) for a skip reason."""
+    extra = _EXTRA.search(reason)
+    if extra:
+        name = extra[1]
+        require = {"live": "LIVE_MODEL"}.get(name, name.upper())
+        return f"the {name!r} extra", f"pip install -e '.[{name}]'", f"REHEARSAL_REQUIRE_{require}"
+    for what, pattern, how, require in _PARTS:
+        if re.search(pattern, reason, re.IGNORECASE):
+            return what, how, f"REHEARSAL_REQUIRE_{require}"
+    return "something else", "see each reason", ""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After the run: every skipped test's reason, grouped by the missing part, with how to install it."""
+    groups: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        groups[_part_of(reason)].append((report.nodeid, reason))
+    if not groups:
+        return
+    total = sum(len(tests) for tests in groups.values())
+    terminalreporter.section(f"{total} skipped, by the part that is missing", sep="-")
+    for (what, how, require), tests in sorted(groups.items(), key=lambda g: -len(g[1])):
+        also = f"; {require}=1 makes them fail instead" if require else ""
+        terminalreporter.write_line(f"{what} ({len(tests)} tests): install with: {how}{also}")
+        reasons: dict[str, list[str]] = defaultdict(list)
+        for nodeid, reason in tests:
+            reasons[reason].append(nodeid.split("::")[0])
+        for reason, files in reasons.items():
+            shown = ", ".join(sorted(set(files)))
+            terminalreporter.write_line(f"    {len(files)} in {shown}: {reason}")

@@ -59,3 +59,38 @@ def test_errors_are_one_clear_line(argv: list[str], says: str, capsys: pytest.Ca
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("rehearsal: error: ") and says in err
+
+
+@pytest.mark.parametrize(("argv", "env", "says"), [
+    (["--world", "reviews", "--backend", "docker"], {"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+     "start dockerd"),
+    (["--world", "shop", "--backend", "postgres"], {"REHEARSAL_POSTGRES_BIN": "/nonexistent/bin",
+                                                    "REHEARSAL_POSTGRES_DSN": ""}, "REHEARSAL_POSTGRES_BIN"),
+    (["--world", "shop", "--agent", "openai:any-model", "--base-url", "http://127.0.0.1:9/v1"], {},
+     "no model server answers"),
+], ids=["docker", "postgres", "model-server"])
+def test_a_missing_part_is_one_error_line_and_leaves_no_run_directory(
+        argv: list[str], env: dict[str, str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "run"
+    assert main(["run", *argv, "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rehearsal: error: ") and err.count("\n") == 1 and says in err, err
+    assert not out.exists()
+
+
+def test_the_old_profile_flag_still_works_with_a_warning_and_a_new_run_clears_stale_output(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "--world", "shop", "--scenario", "refund-item-0001", "--out", str(tmp_path), "--quiet"]
+    assert main([*args, "--profile", "rl"]) == 0
+    err = capsys.readouterr().err
+    assert "--profile is now --reward-profile" in err
+    assert json.loads((tmp_path / "summary.json").read_text())["config"]["reward_profile"] == "rl"
+    assert main(["eval", "rescore", str(tmp_path), "--reward-profile", "benchmark"]) == 0
+    assert (tmp_path / "rescore-benchmark" / "episodes.parquet").is_dir()
+    assert main([*args, "--reward-profile", "benchmark"]) == 0  # a new run in the same directory
+    assert "warning" not in capsys.readouterr().err
+    assert not (tmp_path / "rescore-benchmark").exists()
+    assert json.loads((tmp_path / "provenance.json").read_text())["reward_profile"] == "benchmark"

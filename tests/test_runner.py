@@ -24,7 +24,7 @@ from ray import cloudpickle
 
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
-from rehearsal_env.records import EpisodeRecord, read_records
+from rehearsal_env.records import EpisodeRecord, part_files, read_part, read_records
 from rehearsal_env.runner import (
     RUN_FILE,
     EpisodeWorker,
@@ -221,7 +221,7 @@ def test_resume_on_ray_completes_a_cut_short_serial_run(
         run(config(), out, on_batch=_cut_after(2))
     assert not (out / "summary.json").exists() and (out / RUN_FILE).exists()
     before = _parts(out)
-    first = {(r.scenario, r.repeat) for r in read_records(out)}
+    first = {(r.scenario, r.repeat) for p in part_files(out) for r in read_part(p)}  # unsealed until it finishes
     assert len(before) == 2 and len(first) == 10
     played: list[EpisodeRecord] = []
     summary = run_on_ray(load_config(out), out, workers=2, resume=True, on_batch=played.extend)

@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = out / "dev"
     summary = run(RunConfig(world=args.world, agent=f"grpo:{args.model if not args.smoke else 'smoke'}",
                             agent_version=f"step-{trainer.state.global_step}", split="dev", scenarios=tuple(dev),
-                            profile=args.profile),
+                            reward_profile=args.profile),
                   run_dir, agent_factory=lambda s: ModelPolicy(trainer.model, tokenizer, world, s,
                                                                args.eval_max_new_tokens))
     print(f"dev: {summary['episodes']} episode(s), {summary['verified']} verified, mean reward "

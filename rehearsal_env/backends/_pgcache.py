@@ -17,13 +17,13 @@ re-initialised.
 from __future__ import annotations
 
 import atexit
-import fcntl
 import json
 import os
 import shutil
 import threading
 from pathlib import Path
-from typing import IO
+
+from filelock import FileLock, Timeout
 
 from ._pgcluster import forget
 from ._pgserver import PostgresUnavailable, PrivateServer, find_binaries, major_version, reachable, run_as
@@ -74,15 +74,15 @@ class CachedServer:
         self.server = PrivateServer(data_dir)
         self.pid = os.getpid()
 
-    def _claim(self) -> tuple[IO[str], Path]:
+    def _claim(self) -> tuple[FileLock, Path]:
         for n in range(MAX_CLUSTERS):
-            handle = open(self.base / f"cluster-{n}.lock", "w")  # noqa: SIM115 - held for the process's life
+            # held for the process's life; filelock takes the same exclusive flock the OS drops if we die
+            lock = FileLock(self.base / f"cluster-{n}.lock", timeout=0, thread_local=False)
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
+                lock.acquire()
+            except Timeout:
                 continue
-            return handle, self.base / f"cluster-{n}"
+            return lock, self.base / f"cluster-{n}"
         raise PostgresUnavailable(
             f"all {MAX_CLUSTERS} cached clusters under {self.base} are in use by other processes; "
             "stop some, or pass dsn= to share one server"
@@ -107,7 +107,7 @@ class CachedServer:
             return  # a forked child must not stop its parent's server
         self.server.stop()
         self._write_state(clean=True)
-        self._lock_file.close()
+        self._lock_file.release()
 
 
 def shared_dsn() -> str:

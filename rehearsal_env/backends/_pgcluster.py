@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 from psycopg import sql as pgsql
 
+from .._process import pid_alive
 from . import _pgcompat, _pgreset, _pgsandbox
 from ._database import DatabaseError
 from ._dialect import create_table
@@ -54,16 +55,6 @@ def template_name(spec: DatabaseSpec) -> str:
     for module in (_pgreset, _pgcompat, _pgsandbox):
         h.update(inspect.getsource(module).encode())
     return f"{_TPL_PREFIX}{_slug(spec.name)}_{h.hexdigest()[:16]}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Cluster:
@@ -228,7 +219,7 @@ class Cluster:
         for (name,) in names + roles:
             match = re.fullmatch(rf"{_ENV_PREFIX}(\d+)_\d+|{_TPL_PREFIX}\w+_b(\d+)", name)
             pid = match and int(match.group(1) or match.group(2))
-            if pid and (pid == os.getpid() or not _pid_alive(pid)):
+            if pid and (pid == os.getpid() or not pid_alive(pid)):
                 self.drop_env_database(name) if name.startswith(_ENV_PREFIX) else self.drop_database(name)
 
     def close(self) -> None:

@@ -10,6 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ..backends import DatabaseError
+from ..verdict import NotScoredError
 from . import _compare, _eval, _health, _import, _improve, _keys, _mcp, _profile, _readiness, _run, _serve, _world
 
 COMMANDS = (_run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import, _improve, _mcp, _compare)
@@ -34,8 +36,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (KeyError, ValueError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"rehearsal: error: {message}", file=sys.stderr)
+        print(f"rehearsal: error: {one_line(message)}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # an optional part's package is not installed
+        print(f"rehearsal: error: {missing_extra(exc)}", file=sys.stderr)
+        return 1
+    except (DatabaseError, NotScoredError, ConnectionError) as exc:  # a part the command needs is not there
+        print(f"rehearsal: error: {one_line(str(exc)) or type(exc).__name__}", file=sys.stderr)
+        return 1
 
 
-__all__ = ["build_parser", "main"]
+EXTRAS = {"openenv": "openenv", "verifiers": "verifiers", "trl": "trl", "transformers": "trl", "datasets": "trl",
+          "llama_cpp": "live", "docker": "sandbox"}
+"""The optional parts' top-level modules, and the extra that installs each."""
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str:
+    """What is missing and how to install it, in one line."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return f"the Python package {top or exc.name!r} is not installed ({exc}); reinstall with `pip install -e .`"
+    return f"this needs the {extra!r} extra ({top} is not installed): pip install -e '.[{extra}]'"
+
+
+def one_line(message: str) -> str:
+    """A message on one line: its lines joined (a CLI error is one line)."""
+    return " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+__all__ = ["EXTRAS", "build_parser", "main", "missing_extra", "one_line"]

@@ -10,7 +10,7 @@ from ..agents import BUILTIN_AGENTS, ProfileStore, builtin_profile, load_profile
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("profile", help="agent profiles: register, list, show",
                        description="Agent profiles (instructions + model + sampling), versioned by content. "
-                                   "Stored under $REHEARSAL_AGENT_PROFILES, else ./agent_profiles.")
+                                   "Stored under $REHEARSAL_AGENT_PROFILES, else $REHEARSAL_HOME/agent_profiles.")
     commands = p.add_subparsers(dest="profile_command", required=True, metavar="SUBCOMMAND")
     add = commands.add_parser("add", help="register a profile file; a changed profile becomes the next version")
     add.add_argument("file", help="a TOML profile (name, agent, model, instructions, [sampling])")

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="the agent version came from an improvement step: count holdout episodes only")
     p.add_argument("--versions", metavar="DIR",
                    help="published world versions (default: $REHEARSAL_WORLD_VERSIONS, else "
-                   "./world_versions)")
+                   "$REHEARSAL_HOME/world_versions)")
     p.add_argument("--max-not-scored", type=float, default=MAX_NOT_SCORED_SHARE, metavar="SHARE",
                    help="largest share of the counted episodes that may be not scored before the verdict is "
                    f"'Needs work' (default {MAX_NOT_SCORED_SHARE})")

@@ -19,7 +19,7 @@ from ..versions import (
 from ..worlds import WorldFolderError, add_world_folder, application_of, load_world, world_names
 from ._models import add_live_options, attempt_live, live_agent
 
-VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else ./world_versions)"
+VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else $REHEARSAL_HOME/world_versions)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -24,6 +24,7 @@ from ..rewards import evaluate, load_profile
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause, Verdict
 from ..worlds import World, load_world
+from ._action import MAX_ACTION_CHARS
 from ._checkpoint import encode, version_of
 from ._customer import Customer
 from ._delta import capture_delta
@@ -35,7 +36,9 @@ from ._state import copy_rng, episode_state, load_episode_state, rng_state
 CHARSET = "".join(chr(c) for c in range(32, 127))
 """Printable ASCII: observations are JSON with ``ensure_ascii``."""
 MAX_OBSERVATION = 1 << 16
-MAX_ACTION = 1 << 13
+MAX_ACTION = MAX_ACTION_CHARS
+"""Longest action the env reads, and so the action space's ``max_length``: one number (from :mod:`._action`)
+for the space, the env and the HTTP API."""
 
 
 class RehearsalEnv(gym.Env[str, str]):

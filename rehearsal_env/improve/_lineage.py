@@ -9,11 +9,11 @@ holdout episodes, the scenarios it never learned from.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_atomic
 from ..agents import ProfileStore
 
 LINEAGE_DIR = ".lineage"
@@ -58,9 +58,7 @@ def write_lineage(lineage: Lineage, root: str | Path | None = None) -> Path:
     """Store ``lineage`` (atomically); return its path."""
     path = lineage_path(lineage.profile, lineage.version, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(lineage.to_json())
-    os.replace(tmp, path)
+    write_atomic(path, lineage.to_json())
     return path
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock
+
+from .._atomic import write_atomic
 
 EPISODES_DIR = "episodes.parquet"
 """The records' directory inside a run directory."""
@@ -77,10 +78,8 @@ def read_manifest(directory: Path) -> dict[str, dict[str, Any]] | None:
 
 
 def _write_manifest(directory: Path, parts: dict[str, dict[str, Any]]) -> None:
-    path = directory / MANIFEST
-    tmp = directory / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps({"version": MANIFEST_VERSION, "parts": dict(sorted(parts.items()))}, indent=1))
-    os.replace(tmp, path)
+    write_atomic(directory / MANIFEST,
+                 json.dumps({"version": MANIFEST_VERSION, "parts": dict(sorted(parts.items()))}, indent=1))
 
 
 def note_part(path: Path, data: bytes) -> None:

@@ -24,7 +24,6 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from .._atomic import write_atomic
 from ._manifest import EPISODES_DIR, RecordsDamaged, check_one_run, read_manifest, verify_directory
 from ._signing import PublicKey, SigningKeyError, public_text, signing_key_for_run, trusted_keys
 
@@ -111,9 +111,7 @@ def seal_run(run_dir: str | Path, key: Ed25519PrivateKey | None = None) -> Seal:
     public = public_text(signer.public_key())
     body = {"format": SEAL_FORMAT, "key": public,
             "signature": base64.b64encode(signer.sign(_canonical(payload))).decode(), "payload": payload}
-    tmp = run / f".{SEAL_FILE}.tmp"
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, run / SEAL_FILE)
+    write_atomic(run / SEAL_FILE, json.dumps(body, indent=1, sort_keys=True) + "\n")
     return Seal(PublicKey(public), run_id, payload["world"], payload["world_version"], payload["episodes"])
 
 

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from filelock import FileLock
 
+from .._atomic import write_atomic
 from .._home import home
 
 SIGNING_KEY_FILE = "signing_key.pem"
@@ -219,6 +220,4 @@ def untrust_key(ident: str) -> PublicKey:
 
 
 def _write_json(path: Path, body: Mapping[str, object]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(body, indent=1, sort_keys=True) + "\n")

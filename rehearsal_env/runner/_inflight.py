@@ -108,7 +108,7 @@ class InFlight:
             while not queue.empty():
                 i = queue.get_nowait()
                 record = records[i] = await self._play(slot, specs[i], client)
-                if record.not_scored_cause == NotScoredCause.DATABASE.value:
+                if record.not_scored_cause in (NotScoredCause.DATABASE.value, NotScoredCause.SANDBOX.value):
                     await slot.run(slot.reopen)  # the next episode gets a working database, as serially
 
         try:

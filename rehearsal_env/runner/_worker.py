@@ -30,6 +30,8 @@ from ._resolved import ResolvedRun
 
 RECOVERY_S = 60.0
 """How long a worker tries to reopen a failed database before the run stops."""
+REOPENED_CAUSES = frozenset({NotScoredCause.DATABASE.value, NotScoredCause.SANDBOX.value})
+"""Not-scored causes after which the worker reopens its database (a sandbox is started again)."""
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -85,7 +87,7 @@ class EpisodeWorker:
                 (the failed episode's record is :attr:`DatabaseUnavailable.record`).
         """
         record = play(self.run, self.db, spec, env=self.env(spec.scenario))
-        if record.not_scored_cause == NotScoredCause.DATABASE.value:
+        if record.not_scored_cause in REOPENED_CAUSES:
             self.recover(record)
         return record
 

@@ -10,7 +10,7 @@ installation step: debootstrap downloads Debian packages from the mirror) with
 ``python -m rehearsal_env.sandbox``.
 """
 
-from ._database import SandboxDatabase
+from ._database import SandboxDatabase, SandboxFailed
 from ._docker import LABEL, SandboxError, clean_leftovers, docker_available, ours_left, remove_ours
 from ._images import BuiltImage, base_image, base_image_built, folder_image
 from ._isolation import SandboxFact, measure_isolation
@@ -20,6 +20,7 @@ __all__ = [
     "BuiltImage",
     "SandboxDatabase",
     "SandboxError",
+    "SandboxFailed",
     "SandboxFact",
     "base_image",
     "base_image_built",

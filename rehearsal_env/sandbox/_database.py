@@ -13,7 +13,14 @@ same row-level reset log, the same read-only check role), and then:
   commits), calls the world's reset hook if it declares one, and then verifies
   the reset: the database digest and the answer to the world's probe request
   must equal those taken right after the first start, or the reset raises
-  :class:`~rehearsal_env.backends.DatabaseError` (the episode is not scored).
+  :class:`SandboxFailed` with cause ``world`` (the episode is not scored: the world's application keeps
+  state outside its database).
+
+Where the sandbox itself fails (its containers do not start or answer, the reset hook fails, it is
+closed) the error is a :class:`SandboxFailed`: not scored with cause ``sandbox`` (and a
+:class:`~rehearsal_env.backends.DatabaseError` too, so a worker reopens it as it reopens a failed
+database). A request of an agent's tool call that fails keeps raising ``DatabaseError``: whether that is
+the sandbox dying or the application's defect is decided where tool calls are judged (``env._crash``).
 
 The containers are started once per :class:`SandboxDatabase` (one per worker)
 and reused across episodes; :meth:`close` removes them, and so does process exit
@@ -32,6 +39,7 @@ from typing import Any
 import httpx
 
 from ..backends import Database, DatabaseError, DatabaseSpec, Dialect, digest, open_database
+from ..verdict import NotScoredCause, NotScoredError
 from ..worlds import ApplicationSpec, World, application_of
 from ._docker import SandboxError
 from ._images import folder_image
@@ -39,6 +47,16 @@ from ._isolation import SandboxFact, measure_isolation
 from ._sandbox import START_TIMEOUT_S, Sandbox
 
 Row = tuple[Any, ...]
+
+
+class SandboxFailed(NotScoredError, DatabaseError):
+    """The sandbox failed (or, with cause ``world``, the world's application did not reset): not scored."""
+
+    def __init__(self, message: str, cause: NotScoredCause = NotScoredCause.SANDBOX) -> None:
+        super().__init__(cause, message)
+
+    def __reduce__(self) -> tuple[type[SandboxFailed], tuple[str, NotScoredCause]]:
+        return type(self), (str(self), self.cause)  # travels back from a Ray actor as itself
 
 
 def _close(sandbox: Sandbox, inner: Database | None, http: httpx.Client | None) -> None:
@@ -74,11 +92,14 @@ class SandboxDatabase:
         try:
             self.sandbox = Sandbox(spec.name, spec.now)
         except SandboxError as exc:
-            raise DatabaseError(str(exc)) from exc
+            raise SandboxFailed(str(exc)) from exc
         self._finalizer = weakref.finalize(self, _close, self.sandbox, None, None)
         started = time.perf_counter()
         try:
             self._start()
+        except SandboxError as exc:
+            self.close()
+            raise SandboxFailed(str(exc)) from exc
         except BaseException:
             self.close()
             raise
@@ -123,14 +144,14 @@ class SandboxDatabase:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise DatabaseError(f"the sandbox's {role} did not answer {url} in {START_TIMEOUT_S:.0f}s; "
+                raise SandboxFailed(f"the sandbox's {role} did not answer {url} in {START_TIMEOUT_S:.0f}s; "
                                     f"its logs: {self.sandbox.logs(role)}")
             time.sleep(0.1)
 
     @property
     def _db(self) -> Database:
         if self._inner is None:
-            raise DatabaseError("the sandbox is closed")
+            raise SandboxFailed("the sandbox is closed")
         return self._inner
 
     # -- the application ------------------------------------------------------------
@@ -187,20 +208,25 @@ class SandboxDatabase:
         self._db.reset()
         if self.app is not None and self.app.reset_hook:
             method, _, path = self.app.reset_hook.partition(" ")
-            status, data = self.request(method, path, query={}, body=None, headers={})
+            try:
+                status, data = self.request(method, path, query={}, body=None, headers={})
+            except DatabaseError as exc:
+                raise SandboxFailed(f"the application's reset hook {self.app.reset_hook} got no answer: {exc}") from exc
             if status >= 300:
-                raise DatabaseError(f"the application's reset hook {self.app.reset_hook} answered {status}: {data}")
+                raise SandboxFailed(f"the application's reset hook {self.app.reset_hook} answered {status}: {data}")
         if self.verify_reset:
             self.check_reset()
 
     def check_reset(self) -> None:
-        """Raise DatabaseError unless the digest and the probe answer equal those after the first start."""
+        """Raise :class:`SandboxFailed` (cause ``world``) unless the digest and the probe answer equal those
+        after the first start."""
         now_digest, now_probe = digest(self._db), self.probe()
         if now_digest != self.first_digest or now_probe != self.first_probe:
-            raise DatabaseError(
+            raise SandboxFailed(
                 f"the sandbox did not reset to its first state: digest {now_digest[:12]} (first "
                 f"{self.first_digest[:12]}), probe {'same' if now_probe == self.first_probe else 'differs'}; "
-                "the application keeps state outside its database: declare a reset_hook in world.toml")
+                "the application keeps state outside its database: declare a reset_hook in world.toml",
+                NotScoredCause.WORLD)
 
     def isolation_facts(self) -> tuple[SandboxFact, ...]:
         """Measure the sandbox's isolation and clock now (network, routes, outside, clock; see :mod:`._isolation`)."""

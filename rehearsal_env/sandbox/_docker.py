@@ -18,6 +18,7 @@ import socket
 import threading
 from typing import Any
 
+from .._process import pid_alive
 from ._labels import LABEL, OWNER
 from ._reaper import start_reaper
 
@@ -63,13 +64,7 @@ def _alive(label: str) -> bool:
     host, _, pid = label.rpartition("-")
     if host != socket.gethostname() or not pid.isdigit():
         return True  # another machine's: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(int(pid))
 
 
 def _remove(predicate: Any) -> int:

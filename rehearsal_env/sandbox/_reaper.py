@@ -11,7 +11,6 @@ removes everything labelled with that owner, then exits. (The next start's
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import time
 import docker
 import docker.errors
 
+from .._process import pid_alive
 from ._labels import LABEL, OWNER
 
 POLL_S = 0.5
@@ -36,18 +36,8 @@ def start_reaper(pid: int, owner_label: str) -> None:
                    stderr=subprocess.DEVNULL, check=False, timeout=30)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def main(pid: int, owner_label: str) -> None:
-    while _alive(pid):
+    while pid_alive(pid):
         time.sleep(POLL_S)
     client = docker.from_env(timeout=60)
     selector = {"label": [LABEL, f"{OWNER}={owner_label}"]}

@@ -29,13 +29,14 @@ from typing import Any
 from ..backends import DatabaseError
 from ..env import RehearsalEnv, parse_action
 from ..provenance import provenance_of
-from ..records import EpisodeRecord, not_played_record, record_episode
+from ..records import EpisodeRecord
+from ..runner import RecordStamp, take_turn
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause
 from ..worlds import World
 from ._keys import Scope
 from ._pool import DatabasePool
-from ._recorder import Recorder
+from ._recorder import Recorder, RunDir
 from ._session import AtCapacity, EnvironmentFailed, Forbidden, NotFound, Principal, Session, StepConflict
 
 GIVE_UP = "give_up"
@@ -195,7 +196,7 @@ class SessionTable:
                                    f"with the step_index the last response gave (only the last step can be "
                                    f"retried)", expected_step_index=session.steps)
             session.last_step = time.monotonic()
-            observation, reward, terminated, truncated, info = session.env.step(action)
+            observation, reward, terminated, truncated, info = take_turn(session.env, action)  # the runners' turn
             if not session.tokens_reported and info["status"] != "rejected":  # not rejected: it parsed
                 session.tokens_reported = parse_action(action).tokens is not None
             body: dict[str, Any] = {"observation": observation, "reward": reward, "terminated": terminated,
@@ -244,6 +245,12 @@ class SessionTable:
         self.pool.close()
 
     # -- ending ---------------------------------------------------------------
+    def _record_stamp(self, run_dir: RunDir, agent: str, agent_version: str) -> RecordStamp:
+        """What a served episode's record carries besides its episode: the run directory's id and provenance,
+        the agent's name and version (the same stamp as a run's records, :class:`~rehearsal_env.runner.RecordStamp`)."""
+        return RecordStamp(run_id=run_dir.run_id, agent=agent, agent_version=agent_version, backend=self.backend,
+                           stress=self.stress, provenance=run_dir.provenance)
+
     def _stamp(self, record: EpisodeRecord, owner: str) -> EpisodeRecord:
         """A served episode's record, stamped with the key that played it (its id, never the secret)."""
         return replace(record, key_id=owner)
@@ -257,9 +264,8 @@ class SessionTable:
         session.reward_detail = info.get("reward_detail")
         session.ended_by = by
         if self.recorder is not None and session.run_dir is not None:
-            record = record_episode(env.episode, run_id=session.run_dir.run_id, agent=session.agent,
-                                    agent_version=session.agent_version, repeat=0, seed=session.seed,
-                                    backend=self.backend, stress=self.stress, provenance=session.run_dir.provenance)
+            stamp = self._record_stamp(session.run_dir, session.agent, session.agent_version)
+            record = stamp.played(env.episode, repeat=0, seed=session.seed)
             self.recorder.add(session.run_dir, self._stamp(record, session.owner))
         self._free(session)
 
@@ -269,10 +275,9 @@ class SessionTable:
         if self.recorder is None:
             return
         run_dir = self.recorder.run_dir(world.name, provenance_of(world, profile))
-        record = not_played_record(
-            scenario, run_id=run_dir.run_id, agent=agent, agent_version=agent_version, repeat=0, seed=seed,
-            backend=self.backend, stress=self.stress, provenance=run_dir.provenance,
-            reason=f"the environment failed before the first turn: {reason}", cause=NotScoredCause.DATABASE)
+        record = self._record_stamp(run_dir, agent, agent_version).not_played(
+            scenario, repeat=0, seed=seed, reason=f"the environment failed before the first turn: {reason}",
+            cause=NotScoredCause.DATABASE)
         self.recorder.add(run_dir, self._stamp(record, who.key_id))
 
     def _free(self, session: Session) -> None:

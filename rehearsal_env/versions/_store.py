@@ -10,7 +10,8 @@ A version folder holds:
 
 Writing a version whose folder exists with different content is refused
 (:class:`VersionConflict`); writing identical content again is a no-op.
-``ROOT`` is ``--out``, else ``$REHEARSAL_WORLD_VERSIONS``, else ``./world_versions``.
+``ROOT`` is ``--out``, else ``$REHEARSAL_WORLD_VERSIONS``, else ``$REHEARSAL_HOME/world_versions``
+(``~/.rehearsal/world_versions``; see :mod:`rehearsal_env._home`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_atomic
+from .._home import world_versions
 from ..identity import canonical_json, content_hashes, version_id_of, world_version
 from ..worlds import World, load_world
 from ._manifest import Manifest, Withdrawal, WorldVersion
@@ -42,8 +45,9 @@ class NotPublished(FileNotFoundError):
 
 
 def versions_root(root: str | Path | None = None) -> Path:
-    """``root``, else ``$REHEARSAL_WORLD_VERSIONS``, else ``./world_versions``."""
-    return Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    """``root``, else ``$REHEARSAL_WORLD_VERSIONS``, else ``world_versions/`` in the state home
+    (:func:`rehearsal_env._home.world_versions`: the same folder whatever the working directory)."""
+    return Path(root) if root else world_versions()
 
 
 def version_dir(world: str, version_id: str, root: str | Path | None = None) -> Path:
@@ -120,10 +124,6 @@ def load_manifest(world: World | str, version_id: str | None = None,
     return Manifest(version, _withdrawals(folder), folder)
 
 
-def _withdrawals(folder: Path) -> tuple[Withdrawal, ...]:
-    path = folder / WITHDRAWN_FILE
-    if not path.is_file():
-        return ()
 def load_content(world: str, version_id: str, root: str | Path | None = None) -> dict[str, Any]:
     """The content (``content.json``) of the published version ``version_id`` of ``world``, re-hashed to its id.
 
@@ -144,6 +144,10 @@ def load_content(world: str, version_id: str, root: str | Path | None = None) ->
     return content
 
 
+def _withdrawals(folder: Path) -> tuple[Withdrawal, ...]:
+    path = folder / WITHDRAWN_FILE
+    if not path.is_file():
+        return ()
     return tuple(Withdrawal(**w) for w in json.loads(path.read_text()))
 
 
@@ -162,9 +166,7 @@ def withdraw(manifest: Manifest, withdrawals: list[Withdrawal]) -> Manifest:
                            f"it is not in use ({why})")
     current = _withdrawals(manifest.path)
     updated = [*current, *withdrawals]
-    tmp = manifest.path / f".{WITHDRAWN_FILE}.tmp"
-    tmp.write_text(_pretty([asdict(w) for w in updated]))
-    os.replace(tmp, manifest.path / WITHDRAWN_FILE)
+    write_atomic(manifest.path / WITHDRAWN_FILE, _pretty([asdict(w) for w in updated]))
     return Manifest(manifest.version, tuple(updated), manifest.path)
 
 

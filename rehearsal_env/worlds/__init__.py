@@ -37,6 +37,11 @@ def register_world(name: str, factory: Callable[[], World]) -> None:
     _LOADED.pop(name, None)
 
 
+def builtin_world_names() -> list[str]:
+    """The worlds that ship as Python packages (known without reading any file)."""
+    return sorted(_BUILTIN)
+
+
 def world_names() -> list[str]:
     """Every registered world's name."""
     return sorted({*_BUILTIN, *_REGISTRY, *folder_worlds(), *imported_worlds()})
@@ -74,6 +79,7 @@ __all__ = [
     "WorldFolderError",
     "add_world_folder",
     "application_of",
+    "builtin_world_names",
     "backend_for",
     "col",
     "folder_worlds",

@@ -17,6 +17,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from .._atomic import write_atomic
 from .._home import home
 from ._world import World
 
@@ -45,9 +46,7 @@ def record_imported(name: str, record: dict[str, Any]) -> Path:
     with FileLock(str(path) + ".lock"):
         data = imported_worlds()
         data[name] = record
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(data, indent=2, sort_keys=True))
     return path
 
 

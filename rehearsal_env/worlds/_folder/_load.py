@@ -10,6 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from ..._atomic import write_atomic
 from ..._home import home
 from ...scenarios import load_scenarios
 from .._world import Policy, Role, World
@@ -71,9 +72,7 @@ def add_world_folder(folder: str | Path) -> World:
     added = json.loads(path.read_text()) if path.is_file() else {}
     added[world.name] = str(Path(folder).resolve())
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(added, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(added, indent=2, sort_keys=True) + "\n")
     return world
 
 
