@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,30 @@ def test_quirk_cancelling_a_reservation_never_releases_seats() -> None:
     env, (result,) = _play("airline", [("cancel_reservation", {"reservation_id": reservation[1]})])
     assert result["status"] == "ok" and result["result"]["status"] == "cancelled"  # type: ignore[index]
     assert env.db.query("SELECT COUNT(*) FROM row_changes WHERE tbl = 'flight_cabins'") == [(0,)]
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_the_customer_speaks_as_a_customer_never_the_simulators_brief(domain: str) -> None:
+    world = tau2_world(domain)
+    tasks = json.loads((tau2_source() / f"data/tau2/domains/{domain}/tasks.json").read_text())
+    briefs = {f"task-{t['id']}": t["user_scenario"]["instructions"] for t in tasks}
+    second_person = re.compile(r"\b(you|your|yours|yourself)\b", re.IGNORECASE)
+    scenarios = world.scenarios()
+    assert len(scenarios) >= len(tasks)
+    for scenario in scenarios:
+        brief = briefs[re.sub(r"^ours-(unknown|refuse)-", "task-", scenario.id)]
+        env = RehearsalEnv(scenario, world, stress=False)
+        observation, _ = env.reset()
+        opening = " ".join(json.loads(observation)["messages"])
+        question = {"tool": "ask_customer", "args": {"question": "What is your name and zip code?"}}
+        answer = env.step(json.dumps(question))[0]
+        env.close()
+        said = json.loads(answer)["tool_result"]["result"]["answer"]
+        for text in (opening, said):  # first person, never the brief's own sentences
+            assert not second_person.search(text), (scenario.id, text)
+            for part in brief.values():
+                for sentence in re.split(r"(?<=[.!?])\s+|\n+", part or ""):
+                    if len(sentence) > 25 and second_person.search(sentence):
+                        assert sentence not in text, (scenario.id, sentence)
+        for fact in re.findall(r"#W\d+|\b[a-z]+_[a-z]+_\d+\b|\b\d{5}\b", brief.get("known_info") or ""):
+            assert fact in said, (scenario.id, fact)  # what the user knows, it tells when asked

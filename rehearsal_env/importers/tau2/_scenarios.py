@@ -1,8 +1,10 @@
 """tau2 tasks as scenarios: request, splits, reference, checks derived by replaying the gold, wrong solutions.
 
-- **Request**: the task's user scenario (reason for the call, what the customer
-  knows and does not know, how they behave); the scripted customer answers any
-  question with what the customer knows.
+- **Request**: the customer's own words, never tau2's second-person user-simulator brief
+  (:mod:`._voice`): the reason for the call in the first person; the scripted customer
+  answers any question with what the user knows and does not know and the statements of
+  the task instructions, in the first person (the simulator's directives are never said).
+  Each rendering is checked against the brief.
 - **Splits**: tau2's ``train`` -> ``train``, its ``test`` -> ``holdout``; ``dev`` is
   carved from train deterministically (SHA-256 of world and task id, one in five).
 - **Reference**: reads that show each id first, the gold actions (less reads that fail in tau2 too), then
@@ -34,6 +36,7 @@ from ...tools import Tool
 from ._checks import communicate_checks, goal_checks, scope_check, scope_of, unchanged_checks
 from ._replay import Replayed, replay
 from ._tools_airline import flatten_arguments
+from ._voice import answers, opening
 
 ROLE = "agent"
 DEV_SHARE = 5
@@ -49,9 +52,9 @@ class Task:
     split: Split
     """Where it goes here."""
     request: str
-    """What the customer says at reset."""
+    """What the customer says at reset (first person, :func:`._voice.opening`)."""
     known: str
-    """What the customer knows (answers to questions)."""
+    """What the customer says when asked (first person, :func:`._voice.answers`)."""
     calls: tuple[ToolCall, ...]
     """The gold actions (airline arguments flattened)."""
     infos: tuple[str, ...]
@@ -72,10 +75,8 @@ def read_tasks(world: str, domain: str, tasks: Sequence[Mapping[str, Any]],
     out = []
     for raw in tasks:
         ins = raw["user_scenario"]["instructions"]
-        parts = [ins.get("reason_for_call"), ins.get("known_info"), ins.get("unknown_info"),
-                 ins.get("task_instructions")]
-        request = "\n\n".join(p.strip() for p in parts if p)
-        known = "\n".join(p.strip() for p in (ins.get("known_info"), ins.get("unknown_info")) if p)
+        request = opening(str(raw["id"]), ins.get("reason_for_call"))
+        known = answers(str(raw["id"]), ins.get("known_info"), ins.get("unknown_info"), ins.get("task_instructions"))
         crit = raw.get("evaluation_criteria") or {}
         calls = []
         for action in crit.get("actions") or ():
