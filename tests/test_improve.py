@@ -24,6 +24,7 @@ from rehearsal_env.improve import (
     improve,
     is_improved,
     lineage_of,
+    with_lessons,
 )
 from rehearsal_env.readiness import assess
 from rehearsal_env.records import EpisodeRecord, read_records, seal_run, write_part
@@ -323,3 +324,19 @@ def test_a_world_version_not_published_here_teaches_nothing(runs: tuple[Path, Pa
     with pytest.raises(HoldoutRefused, match="which is not published here"):
         improve(list(runs), PROFILE, store=store)
     assert store.get(PROFILE).version == 1
+
+
+def test_repeated_lessons_are_written_once_and_an_unchanged_profile_is_refused(runs: tuple[Path, Path],
+                                                                              store: ProfileStore) -> None:
+    same = "- Read the order before any refund.\n" * 2 + "- read the order before any refund\n"
+    with ModelServer() as server:
+        server.script("parrot", Reply.text(same + "- Read the order  before any refund!"), Reply.text(same))
+        writer = ModelWriter("parrot", Endpoint(base_url=server.base_url))
+        first = improve(list(runs), PROFILE, store=store, writer=writer)
+        again = improve(list(runs), f"{PROFILE}@v1", store=store, writer=writer)
+    assert first.lineage is not None and first.lineage.lessons == ("Read the order before any refund.",)
+    assert first.profile is not None and first.profile.instructions.count("efore any refund") == 1
+    assert again.profile is None and again.reason is not None and "exists already" in again.reason
+    assert store.get(PROFILE).version == 2
+    held = with_lessons("Be careful.", ["Read the order before any refund."])
+    assert with_lessons(held, ["read the order before any refund", " Read the order before any refund. "]) == held

@@ -12,7 +12,8 @@
 5. registers the result as the next version and writes its :class:`~._lineage.Lineage`
    (parent version, run ids, the episode keys read, the writer, the lessons).
 
-Nothing to learn (no failure), or lessons the instructions hold already, writes no version.
+Nothing to learn (no failure), lessons the instructions hold already, or improved instructions that are
+empty or the parent's (whitespace aside) write no version: the step refuses them, saying why.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ..agents import AgentProfile, ProfileStore, is_builtin
 from ..worlds import World, load_world
-from ._lessons import LessonWriter, RuleWriter, with_lessons
+from ._lessons import LessonWriter, RuleWriter, unique, with_lessons
 from ._lineage import Lineage, write_lineage
 from ._reader import LEARNABLE_SPLITS, FailedEpisode, HoldoutRefused, LearnableSplit, LearningRecords
 
@@ -103,9 +104,13 @@ def improve(run_dirs: Sequence[str | Path], profile: str, *, writer: LessonWrite
     worlds = _worlds(failures)
     _check_against_worlds(failures, worlds)
     chosen = writer or RuleWriter()
-    lessons = chosen.lessons(failures, parent.instructions, worlds)
+    lessons = unique(chosen.lessons(failures, parent.instructions, worlds))
     instructions = with_lessons(parent.instructions, lessons)
-    if instructions == parent.instructions:
+    if not instructions.strip():
+        return Improvement(parent, None, None, failures, episodes,
+                           f"the improved instructions of {parent.ref} are empty ({chosen.name} wrote no lesson): "
+                           "no new version")
+    if " ".join(instructions.split()) == " ".join(parent.instructions.split()):
         return Improvement(parent, None, None, failures, episodes,
                            f"the instructions of {parent.ref} hold every lesson already: no new version")
     stored, created = store.register(replace(parent, instructions=instructions, version=None))

@@ -12,7 +12,9 @@ Two writers, one output shape (a list of one-line lessons):
   per line starting with ``- ``.
 
 :func:`with_lessons` puts the lessons under one heading at the end of the
-instructions, keeping the lessons already there and adding only new ones.
+instructions, keeping the lessons already there and adding only new ones. Lessons are
+deduplicated (:func:`lesson_key`: case, spacing and end punctuation aside), among
+themselves and against those the instructions hold, whichever writer wrote them.
 """
 
 from __future__ import annotations
@@ -107,7 +109,9 @@ def rule_lesson(finding: Finding) -> str:
                             "calling finish.",
         "duplicate": f"A request was sent twice in {n}: after an unknown outcome read the state or use "
                      "retry_operation; never repeat a write.",
-        "rejected": f"Calls were rejected in {n}: use only your role's tools, with the arguments their schemas name.",
+        "rejected": f"Attempts were rejected in {n} (replies cut off or empty, arguments that are not JSON, tools "
+                    "not offered, arguments the schema refuses): reply with one short, complete tool call from your "
+                    "tool list, its arguments one JSON object as the schema names them.",
         "interruption": f"The customer was asked more often than needed in {n}: ask only for a fact no tool gives.",
         "turn_limit": f"The turn limit ran out in {n}: plan the calls, and finish once the work is checked.",
     }[finding.kind]
@@ -181,17 +185,37 @@ class ModelWriter:
                              "version was written. Check --model, --base-url and --api-key-env") from exc
         text = (completion.choices[0].message.content or "") if completion.choices else ""
         lessons = [line.strip()[2:].strip() for line in text.splitlines() if line.strip().startswith("- ")]
-        lessons = [lesson for lesson in lessons if lesson][:MAX_LESSONS]
+        lessons = unique([lesson for lesson in lessons if lesson])[:MAX_LESSONS]
         if not lessons:
             raise ValueError(f"{self.endpoint.where(self.model)} answered no lesson (expected lines starting with "
                              f"'- '), so no new version was written; it said: {text[:300]!r}")
         return lessons
 
 
+def lesson_key(lesson: str) -> str:
+    """What makes two lessons the same: the words, case, spacing and end punctuation aside."""
+    return " ".join(lesson.lower().split()).rstrip(".!;: ")
+
+
+def unique(lessons: Sequence[str]) -> list[str]:
+    """``lessons`` without repeats (:func:`lesson_key`), first one kept, in order."""
+    seen: set[str] = set()
+    out = []
+    for lesson in lessons:
+        key = lesson_key(lesson)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(lesson.strip())
+    return out
+
+
 def with_lessons(instructions: str, lessons: Sequence[str]) -> str:
-    """``instructions`` with ``lessons`` under :data:`HEADING` (existing lessons kept, new ones appended)."""
+    """``instructions`` with ``lessons`` under :data:`HEADING` (existing lessons kept, new ones appended; no
+    lesson twice, see :func:`unique`)."""
     body, _, section = instructions.partition(HEADING)
     old = [line.strip()[2:] for line in section.splitlines() if line.strip().startswith("- ")]
-    merged = old + [lesson for lesson in lessons if lesson not in old]
+    merged = unique([*old, *lessons])
+    if not merged:
+        return instructions
     text = body.rstrip()
     return (text + "\n\n" if text else "") + HEADING + "\n" + "\n".join(f"- {lesson}" for lesson in merged)
