@@ -233,3 +233,66 @@ def test_sabotage_changes_neither_the_verified_rate_nor_readiness(tiny: World, t
         if sabotage:
             assert summary["rejected_attempts"] == 6 * len(SABOTAGE)
     assert verdicts[0] == verdicts[1] and verdicts[0][:2] == (0.5, 0)
+
+
+# -- issue 21 §1: every route found by the round-3 probe, on both backends ------------------------------------
+def _section_1_worlds(tmp_path: Path) -> dict[str, tuple[World, list[dict[str, Any]]]]:
+    """Per world: the world, and the sabotage its weak agent sends on the episodes it would lose."""
+    import crashworld
+    from tau2data import TAU2, tau2_world
+    from test_tool_crashes import BOMB, CHAIN, PARENS, _notes_with_more_tools
+
+    worlds: dict[str, tuple[World, list[dict[str, Any]]]] = {
+        "analytics": (rehearsal_env.load_world("analytics"), [
+            {"tool": "run_sql", "args": {"sql": PARENS}},
+            {"tool": "run_sql", "args": {"sql": "SELECT " + "+".join(["1"] * 1990)}}]),
+        "crashy": (crashworld.build_world(), [
+            {"tool": "lookup", "args": {"colour": "blue"}}, {"tool": "tag", "args": {"body": ""}}]),
+        "notes-plus": (_notes_with_more_tools(tmp_path), [
+            {"tool": "search", "args": {}}, {"tool": "count_bodies", "args": {"bodies": ["a", "b"]}}]),
+    }
+    if (TAU2 / "data" / "tau2" / "domains").is_dir():
+        worlds["tau2-retail"] = (tau2_world("retail"), [
+            {"tool": "calculate", "args": {"expression": CHAIN}}, {"tool": "calculate", "args": {"expression": BOMB}}])
+        worlds["tau2-airline"] = (tau2_world("airline"), [
+            {"tool": "calculate", "args": {"expression": BOMB}},
+            {"tool": "update_reservation_baggages", "args": {"reservation_id": "4WQ150", "total_baggages": 2**62,
+                                                             "nonfree_baggages": 2**62, "payment_id": "x"}}])
+    return worlds
+
+
+def weak_with(sabotage: list[dict[str, Any]] | None) -> Any:
+    """Verified on even repeats (the reference), gives up on odd ones, first sending ``sabotage`` if any."""
+    seen: dict[str, int] = {}
+
+    def factory(scenario: Scenario) -> Policy:
+        repeat = seen[scenario.id] = seen.get(scenario.id, -1) + 1
+        if repeat % 2 == 0:
+            return ScriptedAgent(scenario.reference)
+        give_up = ScriptedAgent(Solution("give-up", (ToolCall("give_up", {"reason": "cannot"}),)))
+        queue = [json.dumps(a) for a in (sabotage or [])][:scenario.turn_limit - 1]
+
+        def act(observation: str, info: dict[str, Any]) -> Any:
+            return queue.pop(0) if queue else give_up(observation, info)
+        return act
+    return factory
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_round_3_sabotage_changes_neither_the_verified_count_nor_readiness(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    options = {"dsn": request.getfixturevalue("postgres_dsn")} if backend == "postgres" else {}
+    for name, (world, sabotage) in _section_1_worlds(tmp_path).items():
+        register_world(name, lambda w=world: w)  # type: ignore[misc]
+        firsts = [s.id for s in world.scenarios() if s.split != "holdout"][:3]
+        figures = []
+        for label, attack in (("plain", None), ("sabotage", sabotage)):
+            out = tmp_path / f"{name}-{backend}-{label}"
+            summary = run(RunConfig(world=name, agent="weak", agent_version="v1", repeats=2, scenarios=tuple(firsts),
+                                    backend=backend, backend_options=options, stress=False), out,
+                          agent_factory=weak_with(attack))
+            readiness = judge(read_records(out))
+            figures.append((summary["verified"], summary["not_scored"], readiness.label, readiness.verified,
+                            readiness.counted, readiness.not_scored))
+        assert figures[0] == figures[1], (name, backend, figures)
+        assert figures[0][1] == 0 and figures[0][0] >= len(firsts), (name, backend, figures)  # every reference verifies

@@ -295,3 +295,21 @@ def test_forking_is_not_an_agent_action(midway: RehearsalEnv) -> None:
 
 def test_report_how_many_cut_points_were_checked() -> None:
     print(f"\nfork/checkpoint cut points checked: {sum(CHECKED.values())} {dict(sorted(CHECKED.items()))}")
+
+
+def test_rehearsal_replay_hands_a_recorded_episode_to_another_agent_at_turn_k(tmp_path: Path, capsys) -> None:
+    from rehearsal_env.cli import main
+
+    careless = rehearsal_env.load_world("shop").scenario("refund-item-0001").wrong[0].name
+    assert main(["run", "--world", "shop", "--agent", careless, "--scenario", "refund-item-0001",
+                 "--out", str(tmp_path / "run")]) == 0
+    out = tmp_path / "replay.jsonl"
+    assert main(["replay", str(tmp_path / "run"), "--scenario", "refund-item-0001", "--turn", "1",
+                 "--agent", "reference", "--out", str(out)]) == 0
+    new = json.loads(out.read_text().splitlines()[0])
+    assert new["outcome"] == "verified" and new["parent_turn"] == 1 and new["parent_kind"] == "fork"
+    assert new["parent_episode"].endswith(f"/refund-item-0001/{careless}/0")
+    assert "then reference -> verified" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path / "run"), "--scenario", "refund-item-0001", "--turn", "9",
+                 "--agent", "reference"]) == 2
+    assert "--turn must be 0..1" in capsys.readouterr().err

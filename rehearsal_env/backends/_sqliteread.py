@@ -11,8 +11,14 @@
   that no single value or step can grow without bound;
 - a deadline checked by the progress handler every :data:`PROGRESS_STEPS` virtual-machine
   steps (with values capped at ``length`` bytes, a step is short);
-- SQLite's hard heap limit (``sqlite3_hard_heap_limit64``): its heap may grow by at most
-  ``heap_bytes`` during the statement (process-wide while the statement runs, then lifted);
+- memory bounded per connection, never process-wide: SQLite's size limits bound every value
+  (``length``) and row (``columns`` values), and the statement's sorters and temporary tables
+  (DISTINCT, UNION, GROUP BY, window partitions, recursive queues) keep at most ``cache_bytes`` in
+  memory and spill the rest to temporary files (``PRAGMA temp_store = FILE``, set by the backend
+  when it opens the connection, and ``PRAGMA cache_size`` for the statement). No statement on one
+  connection can make an allocation on another fail (an earlier design capped SQLite's heap with
+  ``sqlite3_hard_heap_limit64``, which is process-wide: a hostile query made other sessions' resets
+  fail with MemoryError);
 - for agents, SQLite's date functions replaced by frozen ones that refuse ``'now'``
   however it was computed (``date('no' || 'w')``) and a missing time value
   (``date()`` is today): :func:`frozen_date_functions`.
@@ -22,8 +28,6 @@ The caller caps the rows and bytes it fetches (:func:`fetch_capped`).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sqlite3
 import threading
 import time
@@ -58,14 +62,15 @@ class ReadLimits:
     """Longest LIKE or GLOB pattern (``SQLITE_LIMIT_LIKE_PATTERN_LENGTH``)."""
     variables: int
     """Most ``?`` parameters (``SQLITE_LIMIT_VARIABLE_NUMBER``)."""
-    heap_bytes: int | None
-    """How much SQLite's heap may grow while the statement runs; None: unbounded."""
+    cache_bytes: int
+    """Memory the statement's sorters and temporary tables may hold before they spill to temporary files
+    (``PRAGMA cache_size``, this connection only)."""
     result_bytes: int
     """Most bytes of values the caller fetches (strings and blobs by length, numbers as 8)."""
 
 
 AGENT_LIMITS = ReadLimits(length=1_000_000, sql_length=100_000, columns=64, expr_depth=64, compound_select=16,
-                          function_args=16, like_pattern=1000, variables=32, heap_bytes=128 << 20,
+                          function_args=16, like_pattern=1000, variables=32, cache_bytes=2 << 20,
                           result_bytes=4_000_000)
 """An agent's query (``run_sql``): generous for analysis, far from exhausting the machine."""
 
@@ -118,91 +123,38 @@ def agent_authorizer(tables: Collection[str], hidden: Collection[str] = ()) -> C
     return authorize
 
 
-# -- SQLite's heap ------------------------------------------------------------------------------------
-class _Heap:
-    """``sqlite3_memory_used`` and ``sqlite3_hard_heap_limit64`` of the library the ``sqlite3`` module
-    runs on (through ctypes: neither allocates, so the limit can always be lifted), when reachable."""
-
-    def __init__(self) -> None:
-        self.available = False
-        name = ctypes.util.find_library("sqlite3") or "libsqlite3.so.0"
-        try:
-            lib = ctypes.CDLL(name)
-            self._used, self._limit = lib.sqlite3_memory_used, lib.sqlite3_hard_heap_limit64
-        except (OSError, AttributeError):
-            return
-        self._used.restype, self._used.argtypes = ctypes.c_int64, []
-        self._limit.restype, self._limit.argtypes = ctypes.c_int64, [ctypes.c_int64]
-        probe = sqlite3.connect(":memory:")
-        try:
-            before = self.used()
-            probe.execute("CREATE TABLE probe (x)")
-            probe.execute("INSERT INTO probe VALUES (zeroblob(1 << 20))")
-            grown = self.used() - before
-        finally:
-            probe.close()
-        # A statically linked sqlite3 module leaves another copy of the library, whose counter does not move.
-        self.available = grown >= 1 << 19
-
-    def used(self) -> int:
-        return int(self._used())
-
-    def limit(self, n: int) -> None:
-        self._limit(n)
-
-
-_HEAP = _Heap()
-_HEAP_LOCK = threading.Lock()
-_heap_holders = 0
+# -- limits, deadline ----------------------------------------------------------------------------------
+Ticker = tuple[Callable[[], int], int]
+"""A progress handler and its step count (``Connection.set_progress_handler``'s arguments)."""
 
 
 @contextmanager
-def heap_cap(extra_bytes: int | None) -> Iterator[None]:
-    """SQLite's hard heap limit at what it holds now plus ``extra_bytes``, lifted afterwards.
-
-    Process-wide while any capped statement runs; skipped where the library cannot be reached
-    (a statically linked ``sqlite3``), where the size limits alone bound a statement.
-    """
-    global _heap_holders
-    if extra_bytes is None or not _HEAP.available:
-        yield
-        return
-    with _HEAP_LOCK:
-        if _heap_holders == 0:
-            _HEAP.limit(_HEAP.used() + extra_bytes)
-        _heap_holders += 1
+def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout_s: float | None,
+            limits: ReadLimits | None = None, restore: Ticker | None = None) -> Iterator[None]:
+    """Run the block read-only, under ``authorizer``, ``limits`` and a deadline (see the module docstring);
+    ``restore``: the connection's own progress handler, put back afterwards."""
+    saved: dict[int, int] = {}
+    cache: int | None = None
+    if limits is not None:
+        cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn.execute(f"PRAGMA cache_size = {-max(1, limits.cache_bytes >> 10)}")
+        for field, limit_id in _LIMIT_IDS.items():
+            saved[limit_id] = conn.setlimit(limit_id, getattr(limits, field))
+    conn.execute("PRAGMA query_only = ON")
+    conn.set_authorizer(authorizer)
+    if timeout_s is not None:
+        deadline = time.monotonic() + timeout_s
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
     try:
         yield
     finally:
-        with _HEAP_LOCK:
-            _heap_holders -= 1
-            if _heap_holders == 0:
-                _HEAP.limit(0)
-
-
-# -- limits, deadline ----------------------------------------------------------------------------------
-@contextmanager
-def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout_s: float | None,
-            limits: ReadLimits | None = None) -> Iterator[None]:
-    """Run the block read-only, under ``authorizer``, ``limits`` and a deadline (see the module docstring)."""
-    with heap_cap(limits.heap_bytes if limits else None):
-        conn.execute("PRAGMA query_only = ON")
-        conn.set_authorizer(authorizer)
-        saved: dict[int, int] = {}
-        if limits is not None:
-            for field, limit_id in _LIMIT_IDS.items():
-                saved[limit_id] = conn.setlimit(limit_id, getattr(limits, field))
-        if timeout_s is not None:
-            deadline = time.monotonic() + timeout_s
-            conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
-        try:
-            yield
-        finally:
-            conn.set_progress_handler(None, 0)
-            for limit_id, old in saved.items():
-                conn.setlimit(limit_id, old)
-            conn.set_authorizer(None)
-            conn.execute("PRAGMA query_only = OFF")
+        conn.set_progress_handler(*(restore or (None, 0)))
+        for limit_id, old in saved.items():
+            conn.setlimit(limit_id, old)
+        conn.set_authorizer(None)
+        conn.execute("PRAGMA query_only = OFF")
+        if cache is not None:
+            conn.execute(f"PRAGMA cache_size = {int(cache)}")
 
 
 def fetch_capped(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[Row]:

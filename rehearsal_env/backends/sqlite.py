@@ -8,15 +8,25 @@ exact snapshot is back even though every tool call committed.
 Checks and agents' queries run read-only within bounds (:mod:`._sqliteread`):
 ``PRAGMA query_only``, an authorizer that denies every action but reading (for an
 agent: only the world's tables and an allow-list of functions), SQLite's own size
-limits, a deadline, a cap on SQLite's heap and on the bytes fetched, on top of the
+limits, a deadline, a per-connection bound on the memory of sorters and temporary
+tables (they spill to temporary files) and on the bytes fetched, on top of the
 parser's decisions (:func:`~rehearsal_env.checks.validate_check_sql`,
-:func:`~rehearsal_env.checks.agent_sql_refusal`).
+:func:`~rehearsal_env.checks.agent_sql_refusal`). Nothing here sets a process-wide
+limit: one env's statement can never make another env's reset or step fail.
+
+The application's own statements (a tool's SQL, run with the agent's arguments) run
+under :data:`APP_STATEMENT_TIMEOUT_S`, as PostgreSQL's ``statement_timeout`` would
+stop them: an interrupted statement is a :class:`DatabaseError` on a live
+connection, which the env records as the tool's crash (the episode goes on).
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +38,8 @@ from ._dialect import create_table
 from ._spec import DatabaseSpec
 from ._sqliteread import (
     AGENT_LIMITS,
+    PROGRESS_STEPS,
+    Ticker,
     agent_authorizer,
     authorize_read_only,
     clock_refusal,
@@ -38,8 +50,12 @@ from ._sqliteread import (
 
 CHECK_TIMEOUT_S = 5.0
 """A check running longer than this is stopped (it errors), as PostgreSQL's ``statement_timeout``."""
+APP_STATEMENT_TIMEOUT_S = 5.0
+"""An application statement (a tool's own SQL) running longer than this is interrupted."""
 
-_SNAPSHOTS: dict[tuple[str, str, int], bytes] = {}
+SNAPSHOT_CACHE_BYTES = 256 * 2**20
+"""Most bytes of seeded snapshots a process keeps (the least recently used go first; the newest always stays)."""
+_SNAPSHOTS: OrderedDict[tuple[str, str, int], bytes] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -62,7 +78,9 @@ def build_snapshot(spec: DatabaseSpec) -> bytes:
     """Create and seed ``spec``'s tables in memory and return the serialized database (cached)."""
     key = (spec.name, spec.seed_fingerprint, hash(spec.tables))
     with _LOCK:
-        if key not in _SNAPSHOTS:
+        if key in _SNAPSHOTS:
+            _SNAPSHOTS.move_to_end(key)
+        else:
             conn = sqlite3.connect(":memory:", isolation_level=None)
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("BEGIN")
@@ -82,6 +100,8 @@ def build_snapshot(spec: DatabaseSpec) -> bytes:
             conn.execute("COMMIT")
             _SNAPSHOTS[key] = conn.serialize()
             conn.close()
+            while len(_SNAPSHOTS) > 1 and sum(map(len, _SNAPSHOTS.values())) > SNAPSHOT_CACHE_BYTES:
+                _SNAPSHOTS.popitem(last=False)
         return _SNAPSHOTS[key]
 
 
@@ -97,7 +117,14 @@ class SQLiteDatabase:
         self._changes_at_begin: int | None = None
         self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA foreign_keys = ON")
+        self._conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
+        self._deadline = math.inf
+        self._ticker: Ticker = (self._past_deadline, PROGRESS_STEPS)
+        self._conn.set_progress_handler(*self._ticker)
         self.reset()
+
+    def _past_deadline(self) -> int:
+        return int(time.monotonic() > self._deadline)
 
     def touched(self) -> dict[str, set[Any]]:
         out: dict[str, set[Any]] = {}
@@ -112,25 +139,39 @@ class SQLiteDatabase:
         return self._run(sql, params)
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        self._deadline = time.monotonic() + APP_STATEMENT_TIMEOUT_S
         try:
             return self._conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.IntegrityError as exc:
             raise ApplicationError(f"the application refused the change: {exc}") from exc
         except sqlite3.Error as exc:
-            raise DatabaseError(f"SQLite failed on {sql.split(None, 1)[0]}: {exc}") from exc
+            if "interrupt" in str(exc):
+                raise DatabaseError(f"the application's statement ran longer than {APP_STATEMENT_TIMEOUT_S:g} s "
+                                    f"and was stopped ({sql.split(None, 1)[0]})") from exc
+            raise DatabaseError(f"SQLite failed on {(sql.split(None, 1) or ['?'])[0]}: {exc}") from exc
+        except (OverflowError, MemoryError, ValueError) as exc:  # a parameter SQLite cannot bind
+            raise DatabaseError(f"SQLite could not run {(sql.split(None, 1) or ['?'])[0]}: {exc}") from exc
+        finally:
+            self._deadline = math.inf
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        self._conn.execute("BEGIN")
+        self._command("BEGIN")
         self._changes_at_begin = self._conn.total_changes
         try:
             yield
         except BaseException:
             self._changes_at_begin = None
-            self._conn.execute("ROLLBACK")
+            self._command("ROLLBACK")
             raise
         self._changes_at_begin = None
-        self._conn.execute("COMMIT")
+        self._command("COMMIT")
+
+    def _command(self, command: str) -> None:
+        try:
+            self._conn.execute(command)
+        except sqlite3.Error as exc:  # a closed or broken connection: the database failed
+            raise DatabaseError(f"SQLite failed on {command}: {exc}") from exc
 
     def check_value(self, sql: str, params: Sequence[Any] = ()) -> Any:
         validate_check_sql(sql, dialect="sqlite")
@@ -139,7 +180,7 @@ class SQLiteDatabase:
     def _check(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run a check's text read-only under the check deadline (no parsing: the engine's layers alone)."""
         try:
-            with reading(self._conn, authorize_read_only, timeout_s=CHECK_TIMEOUT_S):
+            with reading(self._conn, authorize_read_only, timeout_s=CHECK_TIMEOUT_S, restore=self._ticker):
                 rows = self._conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.DatabaseError as exc:
             if _refused(exc):
@@ -154,8 +195,8 @@ class SQLiteDatabase:
         """An agent's read-only SELECT: (column names, at most ``max_rows`` rows, whether cut).
 
         Raises:
-            ApplicationError: the query is refused, fails, runs past ``timeout_s`` or needs more memory or
-                result bytes than :data:`._sqliteread.AGENT_LIMITS` (the agent sees why).
+            ApplicationError: the query is refused, fails, runs past ``timeout_s`` or passes one of the
+                limits of :data:`._sqliteread.AGENT_LIMITS` (the agent sees why).
             DatabaseError: a tool ran the agent's query after writing in the same call (a bug of the world).
         """
         refusal = agent_sql_refusal(sql, "sqlite", self._table_names)
@@ -172,7 +213,7 @@ class SQLiteDatabase:
         limits = AGENT_LIMITS
         try:
             with reading(self._conn, agent_authorizer(self._table_names, (TOUCHED,)), timeout_s=timeout_s,
-                         limits=limits), frozen_date_functions(self._conn):
+                         limits=limits, restore=self._ticker), frozen_date_functions(self._conn):
                 cursor = self._conn.execute(sql)
                 try:
                     rows = fetch_capped(cursor, max_rows + 1, limits.result_bytes)
@@ -180,8 +221,8 @@ class SQLiteDatabase:
                 finally:
                     cursor.close()
         except MemoryError as exc:
-            raise ApplicationError(f"the query needed more than {(limits.heap_bytes or 0) >> 20} MB and was "
-                                   "stopped; aggregate in the query or select shorter values") from exc
+            raise ApplicationError("the query needed more memory than the machine could give and was stopped; "
+                                   "aggregate in the query or select shorter values") from exc
         except sqlite3.Error as exc:
             raise ApplicationError(_agent_failure(exc, timeout_s)) from exc
         return columns, rows[:max_rows], len(rows) > max_rows

@@ -11,6 +11,7 @@ from ._statement import (
     Statement,
     parse_statement,
     screen_check_sql,
+    size_refusal,
     validate_check_sql,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "agent_sql_refusal",
     "parse_statement",
     "screen_check_sql",
+    "size_refusal",
     "validate_check_sql",
 ]

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
@@ -147,9 +148,58 @@ def _aggregates(tree: exp.Expr) -> bool:
     return False
 
 
+MAX_NESTING = 24
+"""Deepest nesting of parentheses a statement may have; deeper is refused before the parser sees it (sqlglot
+recurses about 20 frames per level: 46 levels exhaust Python's stack inside an episode)."""
+MAX_TOKENS = 4000
+"""Most tokens a statement may have (the parser takes about 0.1 ms of CPU per token: the bound keeps one
+statement's parse well under a second)."""
+
+
+def _nesting(sql: str, dialect: SqlDialect) -> tuple[int, int]:
+    """(how deep the statement's parentheses nest, how many tokens it has), by sqlglot's tokens."""
+    depth = deepest = 0
+    tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    for token in tokens:
+        if token.token_type is TokenType.L_PAREN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token.token_type is TokenType.R_PAREN:
+            depth -= 1
+    return deepest, len(tokens)
+
+
+def size_refusal(sql: str, dialect: SqlDialect = "sqlite") -> str | None:
+    """Why ``sql`` is too big for any parser (nested deeper than :data:`MAX_NESTING`, more than
+    :data:`MAX_TOKENS` tokens); None when it is not. The same answer whatever backend runs it next."""
+    try:
+        depth, tokens = _nesting(sql, dialect)
+    except SqlglotError:
+        return None  # the parser says what is wrong with the text
+    if tokens > MAX_TOKENS:
+        return f"it has {tokens} tokens; at most {MAX_TOKENS} are accepted: aggregate in fewer, shorter expressions"
+    if depth > MAX_NESTING:
+        return (f"its parentheses nest {depth} deep; at most {MAX_NESTING} levels are accepted: flatten the "
+                "expression or use a WITH clause")
+    return None
+
+
 @functools.lru_cache(maxsize=16384)
 def parse_statement(sql: str, dialect: SqlDialect) -> Statement:
-    """The facts of ``sql`` read as ``dialect`` (see :class:`Statement`); cached by text."""
+    """The facts of ``sql`` read as ``dialect`` (see :class:`Statement`); cached by text. A statement nested
+    deeper than :data:`MAX_NESTING`, longer than :data:`MAX_TOKENS` tokens, or too deep for the parser in any
+    other way, is refused, never raised."""
+    too_big = size_refusal(sql, dialect)
+    if too_big is not None:
+        return Statement(sql, dialect, too_big)
+    try:
+        return _parse(sql, dialect)
+    except RecursionError:
+        return Statement(sql, dialect, "it is nested too deeply for the parser (a very long chain of operators or "
+                                       "CASE branches); split it up or use a WITH clause")
+
+
+def _parse(sql: str, dialect: SqlDialect) -> Statement:
     try:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
     except SqlglotError as exc:

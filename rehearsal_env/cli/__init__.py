@@ -12,9 +12,26 @@ from collections.abc import Sequence
 
 from ..backends import DatabaseError
 from ..verdict import NotScoredError
-from . import _compare, _eval, _health, _import, _improve, _keys, _mcp, _profile, _readiness, _run, _serve, _world
+from . import (
+    _compare,
+    _eval,
+    _health,
+    _import,
+    _improve,
+    _keys,
+    _mcp,
+    _profile,
+    _readiness,
+    _replay,
+    _run,
+    _serve,
+    _world,
+)
 
-COMMANDS = (_run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import, _improve, _mcp, _compare)
+COMMANDS = (
+    _run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import,
+    _improve, _mcp, _compare, _replay,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,8 +5,12 @@ new message arrived first, refused once by the stress layer, or hit by a
 scenario fault: refused, or carried out with an unknown outcome);
 ``retry_operation`` re-sends a journaled operation instead (:mod:`._journal`).
 The tool runs in one committed transaction; an application refusal is status
-``error``. Anything else a tool raises propagates: the episode decides what
-failed (:mod:`._episode`).
+``error``. Anything else a tool raises while handling the call is *the tool's
+crash* (:mod:`._crash`): the transaction is rolled back, the agent reads status
+``error``, the traceback is kept in :attr:`Dispatcher.crashes` and the episode
+goes on. Only a failure no agent input can cause (a lost database, a dead
+sandbox, a :class:`~rehearsal_env.verdict.NotScoredError`) propagates: the
+episode ends not scored (:mod:`._episode`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from ..backends import ApplicationError, Database
 from ..tools import Tool, ToolContext, ToolFailed
 from ..worlds import World
+from ._crash import ToolCrash, crash_of, crash_result, infrastructure
 from ._customer import Customer
 from ._events import HELD_MESSAGE, REFUSE_MESSAGE, STRESS_MESSAGE, UNKNOWN_MESSAGE, Events, WriteDecision
 from ._journal import Journal, Operation
@@ -32,6 +37,8 @@ class Dispatcher:
         self.journal = Journal()
         self._n = counters
         self.turn = 0
+        self.crashes: list[ToolCrash] = []
+        """Every tool crash of the episode, in order."""
 
     def dispatch(self, tool: Tool, args: dict[str, Any], turn: int) -> tuple[dict[str, Any], str | None]:
         """Carry out ``tool(**args)`` at ``turn``: (the tool result, the fault or event that hit it)."""
@@ -90,6 +97,12 @@ class Dispatcher:
                 value = tool.fn(ctx, **args)
         except (ToolFailed, ApplicationError) as exc:
             out: dict[str, Any] = {"status": "error", "error": str(exc)}
+        except Exception as exc:  # the one boundary: anything a tool raises on an agent's call is its crash
+            if infrastructure(exc, self.db, self.world):
+                raise
+            crash = crash_of(exc, tool.name, self.turn)
+            self.crashes.append(crash)
+            out = crash_result(crash)
         else:
             out = {"status": "ok", "result": value}
         if tool.kind == "write" and tool.name != RETRY_TOOL:

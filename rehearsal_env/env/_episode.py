@@ -10,11 +10,15 @@ directly. Per action, in order:
    arguments is a *rejected attempt* (counted, not executed, answered with what
    was wrong); the episode goes on;
 3. the call is carried out (:mod:`._dispatch`: the events layer, the journal,
-   one committed transaction); an application refusal is status ``error``;
-4. a failure of anything but the agent ends the episode *not scored*, with its
-   cause (:class:`~rehearsal_env.verdict.NotScoredCause`): a database failure is
-   ``database``, a tool or the world's code raising anything else is ``world``, a
-   :class:`~rehearsal_env.verdict.NotScoredError` names its own cause;
+   one committed transaction); an application refusal is status ``error``, and
+   so is anything the tool raises while handling the call: a *tool crash*
+   (:mod:`._crash`), rolled back, returned to the agent as ``error``, its
+   traceback kept (:attr:`Episode.tool_crashes`); the episode goes on;
+4. a failure no agent input can cause ends the episode *not scored*, with its
+   cause (:class:`~rehearsal_env.verdict.NotScoredCause`): a lost database is
+   ``database``, a :class:`~rehearsal_env.verdict.NotScoredError` (a sandbox that
+   died, a provider) names its own cause, the world's code failing outside any
+   tool call (its customer script) is ``world``;
 5. ``finish``/``give_up`` end the episode, the turn limit truncates it; then
    the checks decide the verdict and the run metrics are taken (:mod:`._metrics`).
 
@@ -45,6 +49,7 @@ from ..tools import ENDING_TOOLS, ToolInputError
 from ..verdict import Ending, NotScoredCause, NotScoredError, Outcome, Verdict, judge
 from ..worlds import World
 from ._action import Rejected, action_text, parse_action, record_text
+from ._crash import ToolCrash
 from ._customer import Customer, ScriptedCustomer
 from ._dispatch import Dispatcher
 from ._events import Events
@@ -75,6 +80,8 @@ class TurnRecord:
     ``unknown_outcome`` (None: nothing)."""
     latency_ms: float
     """Wall time to execute the step (diagnostic only; never part of an observation)."""
+    crash: ToolCrash | None = None
+    """The tool's crash on this call (its traceback), or None."""
 
 
 def failure(exc: BaseException) -> tuple[NotScoredCause, str]:
@@ -127,6 +134,7 @@ class Episode:
         name: str | None = None
         fault: str | None = None
         ending: Ending | None = None
+        crashed = len(self._calls.crashes)
         try:
             self.events.start_turn(self.turn)
             name, args = self._parse(action)
@@ -135,11 +143,12 @@ class Episode:
         except Rejected as exc:
             self._n.rejected += 1
             result = {"status": "rejected", "error": str(exc)}
-        except Exception as exc:  # not the agent's doing (its input was validated above): the environment failed
+        except Exception as exc:  # what passed the tool-crash boundary: a failure no agent input can cause
             cause, reason = failure(exc)
             self._end(Ending.ERROR, not_scored=(cause, f"tool {name!r}: {reason}" if name else reason))
             result = dict(FAILED)
-        return self._finish_turn(action_text(action), name, result, fault, ending, started)
+        crash = self._calls.crashes[-1] if len(self._calls.crashes) > crashed else None
+        return self._finish_turn(action_text(action), name, result, fault, ending, started, crash)
 
     def policy_failed(self, error: BaseException) -> str:
         """The policy raised instead of acting (the agent's bug): a rejected attempt that takes a turn."""
@@ -157,6 +166,11 @@ class Episode:
             self._end(Ending.ERROR, not_scored=(NotScoredCause(cause), record_text(reason, 2000)))
 
     @property
+    def tool_crashes(self) -> tuple[ToolCrash, ...]:
+        """Every exception a tool raised while handling the agent's calls (returned to it as errors)."""
+        return tuple(self._calls.crashes)
+
+    @property
     def ended(self) -> bool:
         return self.verdict is not None
 
@@ -171,7 +185,7 @@ class Episode:
         self.turn += 1
 
     def _finish_turn(self, action: str, name: str | None, result: dict[str, Any], fault: str | None,
-                     ending: Ending | None, started: float) -> str:
+                     ending: Ending | None, started: float, crash: ToolCrash | None = None) -> str:
         if ending is not None:
             self._end(ending)
         elif self.verdict is None and self.turn >= self.scenario.turn_limit:
@@ -184,7 +198,7 @@ class Episode:
                 self._end(Ending.ERROR, not_scored=failure(exc))
         observation = self._observe(messages, {"tool": name, **result})
         self.trace.append(TurnRecord(self.turn, action, name, result["status"], observation, fault,
-                                     (time.perf_counter() - started) * 1000))
+                                     (time.perf_counter() - started) * 1000, crash))
         return observation
 
     def _parse(self, action: object) -> tuple[str, dict[str, Any]]:

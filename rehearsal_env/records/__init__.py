@@ -35,6 +35,7 @@ from ._record import (
     RewardComponent,
     RowChange,
     ServiceRequest,
+    ToolCrashRecord,
     Turn,
 )
 from ._schema import describe, from_row, to_row
@@ -76,6 +77,7 @@ __all__ = [
     "RewardComponent",
     "RowChange",
     "ServiceRequest",
+    "ToolCrashRecord",
     "Turn",
     "as_json",
     "checked_parts",

@@ -21,6 +21,7 @@ from ._record import (
     RewardComponent,
     RowChange,
     ServiceRequest,
+    ToolCrashRecord,
     Turn,
 )
 
@@ -144,6 +145,7 @@ def record_episode(
         faults_injected=m.faults_injected, stress_events=m.stress_events, customer_contacts=m.customer_contacts,
         turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
         reward_components=components,
+        tool_crashes=tuple(ToolCrashRecord(c.turn, c.tool, c.error, c.traceback) for c in episode.tool_crashes),
         checks=_checks(scenario, verdict.checks), trace=_turns(episode), service_requests=requests,
         changes=changed, capture_error=capture_error, provenance=provenance,
         episode_id=episode.id, parent_episode=None if lineage is None else lineage.parent_episode,

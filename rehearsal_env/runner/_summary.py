@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from ..records import RECORD_VERSION, checked_parts, part_version, write_bytes_atomic
 from ..verdict import NotScoredCause
+from ..versions import note_tool_crashes, version_dir
 from ._plan import write_provenance
 from ._resolved import ResolvedRun
 
@@ -50,6 +51,8 @@ class Summarized(Protocol):
     def model_calls(self) -> int | None: ...
     @property
     def model_latency_ms(self) -> float | None: ...
+    @property
+    def tool_crashes(self) -> Sequence[Any] | None: ...
 
 
 class SummaryRow(NamedTuple):
@@ -81,6 +84,8 @@ class SummaryRow(NamedTuple):
     """Calls to the agent's model; None when the agent is not a model."""
     model_latency_ms: float | None
     """Wall time of those calls in ms; None when the agent is not a model."""
+    tool_crashes: Sequence[Any] | None
+    """The tool crashes of the episode (each with its ``tool``); None in records of version 3 and older."""
 
 
 def summary_row(record: Summarized) -> SummaryRow:
@@ -129,7 +134,19 @@ def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
     out["rejected_attempts"] = sum(r.rejected_attempts for r in records)
     out["faults_injected"] = sum(r.faults_injected for r in records)
     out.update(model_cost(records))
+    out.update(tool_crash_counts(records))
     return out
+
+
+def tool_crash_counts(records: Sequence[Summarized]) -> dict[str, Any]:
+    """How often each tool raised while handling an agent's call (``tool_crashes``, per tool, and in all):
+    the world's defects, each returned to the agent as an error while its episode went on."""
+    per_tool: dict[str, int] = {}
+    for r in records:
+        for crash in r.tool_crashes or ():
+            name = crash["tool"] if isinstance(crash, dict) else crash.tool
+            per_tool[name] = per_tool.get(name, 0) + 1
+    return {"tool_crashes": dict(sorted(per_tool.items())), "tool_crashes_total": sum(per_tool.values())}
 
 
 def model_cost(records: Sequence[Summarized]) -> dict[str, Any]:
@@ -151,7 +168,21 @@ def write_summary(run: ResolvedRun, out: Path, records: Sequence[Summarized]) ->
     summary["config"] = {k: v for k, v in asdict(run.config).items() if k != "backend_options"}
     write_provenance(run.provenance, out)
     write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
+    note_run_crashes(out, summary)
     return summary
+
+
+def note_run_crashes(out: Path, summary: dict[str, Any]) -> bool:
+    """Enter the run's tool crashes per tool on its published world version's page (the version named in the
+    run's ``provenance.json``); False when there were none or the version is not published here."""
+    if not summary.get("tool_crashes"):
+        return False
+    try:
+        stamp = json.loads((out / "provenance.json").read_text())
+        folder = version_dir(str(stamp["world"]), str(stamp["world_version"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return note_tool_crashes(folder, str(out.resolve()), summary["tool_crashes"])
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -162,6 +193,10 @@ def format_table(summary: dict[str, Any]) -> str:
         lines.append(f"{outcome:<16}{summary[outcome]:>9}{summary[outcome] / n:>8.1%}")
     for cause, count in (summary.get("not_scored_by_cause") or {}).items():
         lines.append(f"{'  ' + cause:<16}{count:>9}")
+    crashes = summary.get("tool_crashes") or {}
+    if crashes:
+        lines.append("tool crashes (the world's defects; each returned to the agent as an error): "
+                     + ", ".join(f"{tool}={count}" for tool, count in crashes.items()))
     mean = summary["mean_reward"]
     lines.append(f"{'mean reward':<16}{'-' if mean is None else f'{mean:.3f}':>9}")
     lines.append("")

@@ -1,10 +1,11 @@
 """Verdicts: outcomes, endings, run metrics, and how checks decide them."""
 
 from ._cause import NotScoredCause, NotScoredError
-from ._judge import judge, run_check
+from ._judge import alive, judge, run_check
 from ._verdict import Ending, EpisodeMetrics, Outcome, Verdict, decide
 
 __all__ = [
+    "alive",
     "Ending",
     "EpisodeMetrics",
     "NotScoredCause",

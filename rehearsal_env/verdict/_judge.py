@@ -1,10 +1,37 @@
-"""Run a scenario's checks on the episode's database and decide the outcome."""
+"""Run a scenario's checks on the episode's database and decide the outcome.
+
+A check that cannot be evaluated (its query fails, returns no single value, or its value does not compare
+with the wanted one) is recorded with its ``error``. Who answers for it depends on the database it ran on:
+
+- on a database the agent changed, the agent does: the check counts as failed (a goal check not met, a
+  hard rule broken), because whatever the agent wrote is what made it fail;
+- on the untouched snapshot, nothing the agent did could matter: the world's check is broken, which
+  validation (``rehearsal world build``) catches before a version is published; should it happen in an
+  episode anyway, the episode is not scored (cause ``world``).
+
+Only a database that is gone (the connection or server lost: :func:`~rehearsal_env.backends.DatabaseError`
+and the database no longer answers ``SELECT 1``) stops the judging; the episode is then not scored (cause
+``database``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ..backends import Database, DatabaseError
 from ..checks import Check, CheckError, CheckKind, CheckRefused, CheckResult
 from ._verdict import Outcome, decide
+
+MAX_ERROR_CHARS = 2000
+"""Longest error text kept in a check's result."""
+
+
+def alive(db: Database) -> bool:
+    """Whether ``db`` still answers (``SELECT 1``): tells a lost connection or server from a query that failed."""
+    try:
+        return bool(db.query("SELECT 1"))
+    except Exception:  # anything at all: the database does not answer
+        return False
 
 
 def run_check(db: Database, check: Check, kind: CheckKind) -> CheckResult:
@@ -12,29 +39,52 @@ def run_check(db: Database, check: Check, kind: CheckKind) -> CheckResult:
     try:
         return _evaluate(db, check, kind)
     except DatabaseError as exc:
-        return CheckResult(check.name, kind, check.op, check.want, None, False, error=str(exc))
+        return _errored(check, kind, str(exc))
+
+
+def _errored(check: Check, kind: CheckKind, error: str) -> CheckResult:
+    return CheckResult(check.name, kind, check.op, check.want, None, False, error=error[:MAX_ERROR_CHARS])
 
 
 def _evaluate(db: Database, check: Check, kind: CheckKind) -> CheckResult:
-    """One check; a check the world cannot evaluate is reported in ``error``, a failed database raises."""
+    """One check; a check that cannot be evaluated is reported in ``error``, a failed database raises."""
     try:
         held = db.check_value(check.sql, check.params)
     except (CheckError, CheckRefused) as exc:
-        return CheckResult(check.name, kind, check.op, check.want, None, False, error=str(exc))
-    return CheckResult(check.name, kind, check.op, check.want, held, check.compare(held))
+        return _errored(check, kind, str(exc))
+    try:
+        passed = check.compare(held)
+    except (TypeError, ValueError, ArithmeticError) as exc:  # e.g. text held where a number is wanted
+        return CheckResult(check.name, kind, check.op, check.want, held, False,
+                           error=f"the held value does not compare with the wanted one: {exc}"[:MAX_ERROR_CHARS])
+    return CheckResult(check.name, kind, check.op, check.want, held, passed)
+
+
+def _guarded(db: Database, check: Check, kind: CheckKind, is_alive: Callable[[Database], bool]) -> CheckResult:
+    try:
+        return _evaluate(db, check, kind)
+    except DatabaseError as exc:
+        if not is_alive(db):
+            raise
+        return _errored(check, kind, f"the check's query failed: {exc}")
 
 
 def judge(
-    db: Database, goal_checks: tuple[Check, ...], hard_rules: tuple[Check, ...]
+    db: Database, goal_checks: tuple[Check, ...], hard_rules: tuple[Check, ...], *,
+    untouched: bool | None = None, is_alive: Callable[[Database], bool] = alive,
 ) -> tuple[Outcome, tuple[CheckResult, ...], str | None]:
-    """Run every check and return (outcome, results, reason-if-not-scored).
+    """Run every check and return (outcome, results, reason-if-not-scored); see the module docstring.
 
-    A check that cannot be evaluated makes the episode not scored (cause ``world``).
+    ``untouched``: whether the agent left the database as the snapshot was (None: asked of the database,
+    :meth:`~rehearsal_env.backends.Database.touched`).
 
     Raises:
-        DatabaseError: the database failed under a check (the caller records cause ``database``).
+        DatabaseError: the database failed under a check and no longer answers (the caller records cause
+            ``database``).
     """
-    goal = [_evaluate(db, c, "goal") for c in goal_checks]
-    rules = [_evaluate(db, c, "hard_rule") for c in hard_rules]
-    outcome, reason = decide(goal, rules)
+    goal = [_guarded(db, c, "goal", is_alive) for c in goal_checks]
+    rules = [_guarded(db, c, "hard_rule", is_alive) for c in hard_rules]
+    if untouched is None and any(c.error for c in (*goal, *rules)):
+        untouched = not any(db.touched().values())
+    outcome, reason = decide(goal, rules, untouched=bool(untouched))
     return outcome, (*goal, *rules), reason

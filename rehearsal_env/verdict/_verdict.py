@@ -108,13 +108,17 @@ class Verdict:
         }
 
 
-def decide(goal: list[CheckResult], rules: list[CheckResult]) -> tuple[Outcome, str | None]:
-    """The outcome from check results: an errored check means the episode is not scored (cause ``world``:
-    a check the world cannot evaluate; a database that failed under a check raises instead, see ``judge``)."""
+def decide(goal: list[CheckResult], rules: list[CheckResult], *, untouched: bool = False) -> tuple[Outcome, str | None]:
+    """The outcome from check results. A check that errored counts as failed: on a database the agent changed,
+    what it wrote made the check fail, so it answers for it (a goal check not met, a hard rule broken; the
+    error stays in the check's result). With ``untouched`` (the agent changed nothing) an errored check is
+    the world's defect and the episode is not scored (cause ``world``): validation catches such a check on
+    the snapshot before a version is published."""
     errored = [c for c in (*goal, *rules) if c.error]
-    if errored:
+    if errored and untouched:
         first = errored[0]
-        return Outcome.NOT_SCORED, f"check {first.name!r} could not be evaluated: {first.error}"
+        return Outcome.NOT_SCORED, (f"check {first.name!r} could not be evaluated on the untouched snapshot "
+                                    f"(a defect of the world): {first.error}")
     if any(not c.passed for c in rules):
         return Outcome.RULE_VIOLATED, None
     if all(c.passed for c in goal):

@@ -10,6 +10,7 @@ every scenario (:mod:`._validate`), measures the reset and isolation facts
 
 from ..identity import content_hashes, version_id_of, world_content, world_version
 from ._build import BuildResult, RecheckResult, build_and_publish, build_version, recheck, withdraw_by_hand
+from ._crashes import CRASH_FILE, note_tool_crashes, tool_crash_counts
 from ._live import (
     LIVE_FILE,
     LiveAttempt,
@@ -45,6 +46,7 @@ from ._store import (
 from ._validate import validate_scenario
 
 __all__ = [
+    "CRASH_FILE",
     "CHECK_LABELS",
     "LIVE_FILE",
     "VALIDATOR_VERSION",
@@ -68,6 +70,7 @@ __all__ = [
     "load_attempts",
     "load_content",
     "load_manifest",
+    "note_tool_crashes",
     "missing_facts",
     "publish",
     "recheck",
@@ -76,6 +79,7 @@ __all__ = [
     "render_markdown",
     "scenarios_not_in_use",
     "summary_line",
+    "tool_crash_counts",
     "validate_scenario",
     "version_dir",
     "version_id_of",

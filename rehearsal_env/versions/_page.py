@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from ._crashes import tool_crash_counts
 from ._live import describe_attempt, latest_by_scenario, load_attempts
 from ._manifest import CHECK_LABELS, Fact, Manifest
 
@@ -84,6 +85,10 @@ def render_markdown(manifest: Manifest) -> str:
     out += ["", "## Withdrawn", ""]
     out += [f"- **{w.scenario}** ({w.by}), world date {w.world_clock[:10]}, recorded at {w.recorded_at} "
             f"(wall clock): {_md(w.reason)}" for w in manifest.withdrawn] or ["None."]
+    out += ["", "## Tool crashes", "", CRASH_LEGEND, ""]
+    crashes = tool_crash_counts(manifest.path)
+    out += ["| Tool | Crashes | Runs |", "|---|---|---|", *[f"| {tool} | {n} | {runs} |" for tool, (n, runs)
+                                                        in crashes.items()]] if crashes else ["None recorded."]
     out += ["", "## Reset and isolation", "", "| Fact | Holds | What was measured |", "|---|---|---|"]
     out += [f"| {f.name} | {_holds(f)} | {_md(f.detail)} |" for f in v.isolation]
     out += ["", "## Content", "", "| Part | SHA-256 |", "|---|---|"]
@@ -126,6 +131,9 @@ def _table(headers: list[str], rows: list[str]) -> str:
 LIVE_LEGEND = ("the latest attempt by a live agent (--live-agent): its outcome, and the keys the reference uses "
                "that it never saw; evidence for people, never a reason to withdraw (fairness decides that)")
 
+CRASH_LEGEND = ("Exceptions the world's tools raised while handling agents' calls in runs of this version: "
+                "defects of the world (each was returned to the agent as an error and its episode went on).")
+
 STATUS_CLASS = {"in use": "status-in", "kept out": "status-out", "withdrawn": "status-withdrawn"}
 
 
@@ -160,6 +168,11 @@ def render_html(manifest: Manifest) -> str:
                  + _td(w.recorded_at, "nowrap") + _td(w.by) for w in manifest.withdrawn]
     h.append(_table(["Scenario", "Reason", "World date", "Recorded at (wall clock)", "By"], withdrawn)
              if withdrawn else "<p>None.</p>")
+    h.append(f"<h2>Tool crashes</h2><p class=legend>{escape(CRASH_LEGEND)}</p>")
+    crashes = tool_crash_counts(manifest.path)
+    h.append(_table(["Tool", "Crashes", "Runs"], [_td(tool, code=True) + _td(str(n), "bad") + _td(str(runs))
+                                                  for tool, (n, runs) in crashes.items()])
+             if crashes else "<p>None recorded.</p>")
     h.append("<h2>Reset and isolation</h2>")
     facts = [_td(f.name) + _td(_holds(f), "na" if f.holds is None else "ok" if f.holds else "bad")
              + _td(f.detail) for f in v.isolation]

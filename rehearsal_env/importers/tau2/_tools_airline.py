@@ -27,6 +27,9 @@ from ._schema import CHILD
 from ._tools_common import calculate, transfer_to_human_agents
 from ._write import delete, insert, one, put_children, update
 
+MAX_AMOUNT = 2**63 - 1
+"""The largest amount a payment can record (the database's 64-bit integers; tau2's own store has no bound)."""
+
 Cabin = Literal["business", "economy", "basic_economy"]
 NEW_RESERVATIONS = ("HATHAT", "HATHAU", "HATHAV")
 NEW_RESERVATION_ROW = 900_000
@@ -334,6 +337,9 @@ def update_reservation_baggages(ctx: ToolContext, reservation_id: str, total_bag
     res = _reservation(db, reservation_id)
     user = _user(db, res[2])
     total = 50 * max(0, nonfree_baggages - res[9])
+    if total > MAX_AMOUNT:
+        raise ToolFailed(f"the baggage fee ({total}) is larger than a payment can be (at most {MAX_AMOUNT}); "
+                         "check nonfree_baggages")
     if _payment_for_update(db, user, payment_id, total):
         _add_payment(db, res[0], payment_id, total)
     update(db, "reservations", res[0], {"total_baggages": total_baggages, "nonfree_baggages": nonfree_baggages})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from sqlglot import exp
 
 from ...backends import DatabaseError
 from ...tools import Tool, ToolContext, ToolFailed
+from ...verdict import NotScoredCause, NotScoredError
 from ._app import Application
 from ._source import Source
 
@@ -37,6 +39,19 @@ def _parameters(src: Source, i: int, raw: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _bindable(value: Any) -> Any:
+    """An argument as a database parameter: an array as its JSON text (``json_each(:ids)`` reads it), an
+    omitted optional argument as NULL, anything else as it is."""
+    return json.dumps(value) if isinstance(value, list | dict) else value
+
+
+class _Shown(dict[str, Any]):
+    """The arguments an ``on_empty`` message is formatted with: an omitted optional argument reads ``None``."""
+
+    def __missing__(self, key: str) -> Any:
+        return None
+
+
 def _bind(sql: str, args: Mapping[str, Any], ctx: ToolContext) -> tuple[str, list[Any]]:
     params: list[Any] = []
 
@@ -44,7 +59,8 @@ def _bind(sql: str, args: Mapping[str, Any], ctx: ToolContext) -> tuple[str, lis
         name = match.group(1)
         if name is None:
             return match.group(0)
-        params.append(ctx.now if name == "now" else ctx.operation_id if name == "operation_id" else args.get(name))
+        params.append(ctx.now if name == "now" else ctx.operation_id if name == "operation_id"
+                      else _bindable(args.get(name)))
         return "?"
 
     return _PARAM.sub(sub, sql), params
@@ -84,7 +100,7 @@ def _sql_tool(src: Source, i: int, raw: dict[str, Any], schema: dict[str, Any]) 
             text, params = _bind(statement, args, ctx)
             rows = ctx.db.execute(text, params)
             if on_empty and not rows and _names(text):
-                raise ToolFailed(str(on_empty).format(**args))
+                raise ToolFailed(str(on_empty).format_map(_Shown(args)))
         out = [dict(zip(fields, row, strict=False)) for row in rows]
         if many:
             return out
@@ -127,8 +143,8 @@ def _http_tool(src: Source, i: int, raw: dict[str, Any], schema: dict[str, Any],
     def run(ctx: ToolContext, **args: Any) -> Any:
         app = getattr(ctx.db, "application", None)
         if not isinstance(app, Application):
-            raise DatabaseError(f"tool {name!r} calls the application over HTTP, and this backend runs no "
-                                "application; run the world on the sandbox (--backend docker)")
+            raise NotScoredError(NotScoredCause.SANDBOX, f"tool {name!r} calls the application over HTTP, and this "
+                                 "backend runs no application; run the world on the sandbox (--backend docker)")
         url = path.format(**{k: quote(str(args[k]), safe="") for k in in_path})
         query = {k: args[k] for k in query_args if k in args}
         body = {k: args[k] for k in body_args if k in args} if sends_body else None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...backends import ApplicationError, Database
+from ...checks import size_refusal
 from ...tools import ToolFailed
 
 
@@ -36,7 +37,11 @@ class ReadResult:
 
 
 def read_only_query(db: Database, sql: str, *, max_rows: int, timeout_s: float) -> ReadResult:
-    """Run one read-only statement of an agent, or raise :class:`ToolFailed` saying why not."""
+    """Run one read-only statement of an agent, or raise :class:`ToolFailed` saying why not. A statement too big
+    for any parser (:func:`~rehearsal_env.checks.size_refusal`) is refused the same way on every backend."""
+    too_big = size_refusal(sql)
+    if too_big is not None:
+        raise ToolFailed(f"the query is refused: {too_big}")
     try:
         columns, rows, truncated = db.read_query(sql, max_rows=max_rows, timeout_s=timeout_s)
     except ApplicationError as exc:
