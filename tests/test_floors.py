@@ -46,8 +46,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("client", "integrations"),
     ("measure",),
     ("readiness", "improve"),
-    # outside harnesses: an episode and the product's tools over MCP, the model gateway, ATIF
-    ("harness",),
+    # outside harnesses: the model gateway; an episode and the product's tools over MCP, ATIF
+    ("gateway", "harness"),
     ("cli",),
     ("__init__",),
 )

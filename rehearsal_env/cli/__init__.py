@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..backends import DatabaseError
 from ..verdict import NotScoredError
-from . import (
+from . import (, _gateway, _mcp
     _compare,
     _eval,
     _health,
@@ -31,7 +31,7 @@ from . import (
 COMMANDS = (
     _run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import,
     _improve, _mcp, _compare, _replay,
-)
+, _gateway)
 
 
 def build_parser() -> argparse.ArgumentParser:

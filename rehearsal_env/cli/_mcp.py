@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 
 from ..backends import BACKENDS
+from ..gateway import Ledger, check_link
 from ..serve import KeyStore, Principal, Scope, ServerThread, default_keys_path
 from ..worlds import load_world
 
@@ -118,9 +119,9 @@ def _episode_config(args: argparse.Namespace, who: Principal, harness: Any) -> A
     world = load_world(world_name)
     spec = harness.EpisodeSpec(world=world, scenario=world.scenario(scenario_id), seed=args.seed,
                                reward_profile=args.reward_profile, agent=args.agent, agent_version=args.agent_version)
-    ledger = harness.Ledger(args.ledger) if args.ledger else None
+    ledger = Ledger(args.ledger) if args.ledger else None
     if args.link is not None:
-        harness.check_link(args.link)
+        check_link(args.link)
     return harness.EpisodeServerConfig(spec=spec, who=who, idle_timeout=args.idle_timeout, ledger=ledger,
                                        link=args.link)
 

@@ -4,13 +4,15 @@
   --scenario``): the role's tools, one env step per ``tools/call``, recorded like a served episode.
 - :func:`product_server`: the product's own tools over MCP (``rehearsal mcp``).
 - :func:`serve_stdio`, :func:`http_app`: the SDK's stdio and streamable HTTP transports.
-- :class:`Ledger`: the model gateway's per-episode call log, read back as the episode's tokens.
+- :func:`drive`: a minimal harness (a model over an OpenAI-compatible API playing an MCP episode).
+- the model gateway (:mod:`rehearsal_env.gateway`) logs each episode's model calls; with its ledger, each
+  step reports their tokens.
 
 Needs the ``mcp`` extra (``pip install rehearsal-env[mcp]``).
 """
 
+from ._driver import Played, drive
 from ._episode import DISCONNECTED, EpisodeSpec, EpisodeTable, HostedEpisode
-from ._ledger import LINK, OK, PROVIDER_FAILED, REFUSED, Ledger, Tally, check_link
 from ._mcp_episode import EPISODE_URI, LINK_HEADER, POLICIES_URI, PROMPT, EpisodeServerConfig, episode_server
 from ._mcp_product import MAX_RUN_EPISODES, TOOLS, Product, product_server
 from ._runtime import GATEWAY_FOLDER, EpisodeRuntime, Storage, episode_runtime
@@ -20,26 +22,21 @@ __all__ = [
     "DISCONNECTED",
     "EPISODE_URI",
     "GATEWAY_FOLDER",
-    "LINK",
     "LINK_HEADER",
     "MAX_RUN_EPISODES",
     "MCP_PATH",
-    "OK",
     "POLICIES_URI",
     "PROMPT",
-    "PROVIDER_FAILED",
-    "REFUSED",
+    "Played",
     "TOOLS",
     "EpisodeRuntime",
     "EpisodeServerConfig",
     "EpisodeSpec",
     "EpisodeTable",
     "HostedEpisode",
-    "Ledger",
     "Product",
     "Storage",
-    "Tally",
-    "check_link",
+    "drive",
     "episode_runtime",
     "episode_server",
     "http_app",

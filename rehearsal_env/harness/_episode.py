@@ -6,7 +6,7 @@ directory, records, whatever the served path stamps on them). A tool call become
 ``{"tool": NAME, "args": ARGS}``, one env step; the env judges it (a tool the role lacks, or
 arguments that do not fit the schema, is a rejected attempt, and the episode goes on).
 
-With a :class:`~._ledger.Ledger`, every step also reports the tokens of the harness's model calls
+With a :class:`~rehearsal_env.gateway.Ledger`, every step also reports the tokens of the harness's model calls
 that went through the gateway since the last step (``"usage": {"tokens": N}``), so the episode's
 tokens are measured and its efficiency scored. An episode that ends without the agent ending it
 (the harness disconnected, or sent nothing for the idle timeout) is settled as ``gave_up``, unless
@@ -21,11 +21,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..gateway import Ledger, check_link
 from ..scenarios import Scenario
 from ..serve import Principal, Session, SessionTable, verdict_view
 from ..verdict import NotScoredCause
 from ..worlds import World
-from ._ledger import Ledger, check_link
 
 DISCONNECTED = "the harness disconnected before the episode ended"
 """The ``give_up`` reason of an episode whose harness closed its connection mid-episode."""
@@ -113,22 +113,27 @@ class HostedEpisode:
             return out
 
     def settle(self, by: str) -> dict[str, Any]:
-        """End a running episode the agent did not end (``disconnect`` or ``idle_timeout``): ``gave_up``, or not
-        scored when the model provider's failure was the last thing the gateway saw. Returns the ending."""
+        """End a running episode the agent did not end (``disconnect`` or ``idle_timeout``): ``gave_up`` (its
+        checks still decide), or not scored when the model provider's failure was the last thing the gateway saw.
+        The give_up step reports the gateway calls not yet reported. Returns the ending."""
         with self._lock:
             if self.session.env is not None:
-                failed = self.ledger.tally(self.link, self.counted).provider_failed if self.ledger else None
-                if failed is not None:
+                tally = self.ledger.tally(self.link, self.counted) if self.ledger is not None else None
+                if tally is not None and tally.provider_failed is not None:
+                    failed = tally.provider_failed
                     self.table.abort(self.session, NotScoredCause.PROVIDER,
                                      f"the model provider failed the harness's last model call "
                                      f"({failed.get('error') or failed.get('http_status')}) and the harness "
                                      f"stopped; the gateway logged it under link {self.link}")
-                elif by == "disconnect":
-                    self.table.step(self.session, self.session.steps,
-                                    json.dumps({"tool": "give_up", "args": {"reason": DISCONNECTED}}))
-                    self.session.ended_by = "disconnect"
                 else:
-                    self.table.end(self.session, by)
+                    reason = DISCONNECTED if by == "disconnect" else (
+                        f"the harness sent nothing for {self.table.idle_timeout:g} s; the server ended the episode")
+                    body: dict[str, Any] = {"tool": "give_up", "args": {"reason": reason}}
+                    if tally is not None:
+                        self.counted, self.unmeasured = tally.counted, self.unmeasured + tally.unmeasured
+                        body["usage"] = {"tokens": tally.tokens}
+                    self.table.step(self.session, self.session.steps, json.dumps(body))
+                self.session.ended_by = by if tally is None or tally.provider_failed is None else "provider"
             return self.ending()
 
     def ending(self) -> dict[str, Any]:

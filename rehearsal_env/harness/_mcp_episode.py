@@ -5,8 +5,10 @@ Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server
 
 - ``tools/list``: the role's tools (``finish``, ``give_up``, ``ask_customer`` included), in order;
 - ``tools/call``: one env step (:meth:`~._episode.HostedEpisode.call`); arguments that do not fit the
-  schema, or a tool the role lacks, is a rejected attempt (``isError`` true, the episode goes on);
-  the call that ends the episode carries the verdict and reward in ``structuredContent``;
+  schema, or a tool the role lacks, is a rejected attempt (``isError`` true, the episode goes on).
+  The text content is the env's observation, exactly what an in-process agent reads; the call that
+  ends the episode adds a second text block with the verdict and reward; ``structuredContent``
+  holds all of it with the episode id, turn and caveats;
 - a second ``tools/call`` while one is running is refused with a JSON-RPC error (``-32600``), not
   carried out and not a turn; malformed JSON-RPC gets the SDK's protocol errors;
 - ``prompts``: ``scenario``, the system prompt (role, policies) and the customer's request;
@@ -37,10 +39,10 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 
 from .._version import __version__
+from ..gateway import Ledger
 from ..integrations import system_prompt
 from ..serve import Principal
 from ._episode import EpisodeSpec, EpisodeTable, HostedEpisode
-from ._ledger import Ledger
 
 LINK_HEADER = "x-rehearsal-link"
 """The HTTP header (or ``?link=`` query parameter) that names an episode's gateway link over streamable HTTP."""
@@ -171,10 +173,15 @@ def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
                     level="info", logger="rehearsal", related_request_id=server.request_context.request_id,
                     data={"episode_id": ep.id, "ended_by": out.get("ended_by"), "run_dir": out.get("run_dir"),
                           "outcome": (out.get("verdict") or {}).get("outcome"), "reward": out.get("reward")})
-        text = json.dumps(out, sort_keys=True, default=str)
+        structured = json.loads(json.dumps(out, sort_keys=True, default=str))
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=json.dumps(out.get("observation") or {
+            "status": out["status"], "error": out.get("error")}, sort_keys=True))]
+        if out.get("ended"):
+            content.append(types.TextContent(type="text", text=json.dumps(
+                {k: structured.get(k) for k in ("episode_id", "ended_by", "verdict", "reward", "run_dir")},
+                sort_keys=True)))
         return types.ServerResult(types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)], structuredContent=json.loads(text),
-            isError=out["status"] in ("rejected", "error", "not_run")))
+            content=content, structuredContent=structured, isError=out["status"] in ("rejected", "error", "not_run")))
 
     server.request_handlers[types.CallToolRequest] = call_tool
 

@@ -1,0 +1,30 @@
+"""The model gateway: an OpenAI-compatible endpoint between a harness and its model (``rehearsal gateway``).
+
+The harness's model calls go through it with the episode's link in the path (``/episodes/LINK/v1``)
+or a header; each is forwarded to the real provider, streamed back, and logged in a
+:class:`Ledger` (usage, latency, logprobs and token ids where the provider returns them). The
+episode's MCP server (``rehearsal mcp --ledger``) reports the logged tokens with each step, so an
+episode played through the gateway has measured tokens: no external-mode caveat, efficiency scored.
+"""
+
+from ._app import LINK_HEADER, MAX_BODY, GatewayConfig, gateway_app
+from ._call import RETRY_STATUSES, TOKEN_FIELDS, Call, status_of
+from ._ledger import LINK, OK, PROVIDER_FAILED, REFUSED, Ledger, Tally, check_link
+
+__all__ = [
+    "LINK",
+    "LINK_HEADER",
+    "MAX_BODY",
+    "OK",
+    "PROVIDER_FAILED",
+    "REFUSED",
+    "RETRY_STATUSES",
+    "TOKEN_FIELDS",
+    "Call",
+    "GatewayConfig",
+    "Ledger",
+    "Tally",
+    "check_link",
+    "gateway_app",
+    "status_of",
+]

@@ -1,0 +1,193 @@
+"""``rehearsal gateway``: a harness's model calls forwarded, streamed and logged per episode.
+
+The provider is the OpenAI-protocol test server (``rehearsal_env.agents.testing.ModelServer``: real HTTP,
+its solver plays the scenario's reference); the gateway is a real uvicorn server on 127.0.0.1; the
+harness is :func:`rehearsal_env.harness.drive` with the official ``openai`` and ``mcp`` clients. Needs the
+``mcp`` extra for the episode tests; skips without it unless ``REHEARSAL_REQUIRE_MCP=1``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+
+from rehearsal_env import RehearsalEnv
+from rehearsal_env.agents.testing import ModelServer, Reply
+from rehearsal_env.gateway import PROVIDER_FAILED, REFUSED, RETRY_STATUSES, GatewayConfig, Ledger, gateway_app
+from rehearsal_env.records import read_records
+from rehearsal_env.serve import Principal, Scope, ServerThread
+from rehearsal_env.worlds import load_world
+
+WORLD = load_world("shop")
+SCENARIO = WORLD.scenario("refund-item-0004")
+LOCAL = Principal("local", Scope.BUILD_AND_EVALUATE)
+
+
+def _need_mcp() -> None:
+    if importlib.util.find_spec("mcp") is None:
+        if os.environ.get("REHEARSAL_REQUIRE_MCP") == "1":
+            pytest.fail("REHEARSAL_REQUIRE_MCP=1 but the mcp extra is not installed: pip install -e '.[mcp]'")
+        pytest.skip("the mcp extra is not installed (pip install -e '.[mcp]')")
+
+
+@pytest.fixture
+def provider() -> Iterator[ModelServer]:
+    with ModelServer(world=WORLD) as server:
+        yield server
+
+
+@pytest.fixture
+def gateway(provider: ModelServer, tmp_path: Path) -> Iterator[tuple[str, Ledger]]:
+    ledger = Ledger(tmp_path / "ledger")
+    with ServerThread(gateway_app(GatewayConfig(upstream=provider.base_url, ledger=ledger))) as server:
+        yield server.url, ledger
+
+
+def _in_process(actions: list[tuple[str, Any]], profile: str | None) -> tuple[str, float]:
+    env = RehearsalEnv(SCENARIO, WORLD, reward_profile=profile)
+    env.reset(seed=0)
+    reward = 0.0
+    info: dict[str, Any] = {}
+    for tool, args in actions:
+        _, reward, terminated, truncated, info = env.step(json.dumps({"tool": tool, "args": args}))
+        if terminated or truncated:
+            break
+    env.close()
+    return info["verdict"].outcome.value, reward
+
+
+def _episode(tmp_path: Path, url: str, ledger: Ledger, link: str, model: str = "solver",
+             max_retries: int = 0) -> tuple[Any, list[Any]]:
+    """Play SCENARIO through MCP (in memory) with the model behind the gateway; the harness's result and the
+    run directory's records."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, drive, episode_runtime
+
+    runtime = episode_runtime(EpisodeServerConfig(spec=EpisodeSpec(world=WORLD, scenario=SCENARIO,
+                                                                   reward_profile="rl"),
+                                                  who=LOCAL, ledger=ledger, link=link),
+                              Storage(out=tmp_path / "runs"))
+
+    async def main() -> Any:
+        async with openai.AsyncOpenAI(base_url=f"{url}/episodes/{link}/v1", api_key="unused",
+                                      max_retries=max_retries) as client, \
+                create_connected_server_and_client_session(runtime.server) as session:
+            init = await session.initialize()
+            try:
+                return await drive(session, client, model, instructions=init.instructions or "")
+            except openai.APIError as exc:
+                return exc
+
+    played = anyio.run(main)
+    runtime.close()
+    return played, list(read_records(tmp_path / "runs" / "shop-rl"))
+
+
+def test_an_episode_through_the_gateway_has_measured_tokens(gateway: tuple[str, Ledger], tmp_path: Path) -> None:
+    _need_mcp()
+    url, ledger = gateway
+    played, (record,) = _episode(tmp_path, url, ledger, "ep-one")
+    calls = ledger.read("ep-one")
+    assert played.ended is not None and played.ended["caveats"] == []
+    assert len(calls) == played.model_calls and all(c["status"] == "ok" and c["latency_s"] > 0 for c in calls)
+    assert record.tokens == sum(c["usage"]["total_tokens"] for c in calls) == 100 * len(calls)
+    assert {c.name: c.value for c in record.reward_components}["efficiency"] is not None
+    outcome, reward = _in_process(played.actions, "rl")
+    assert record.outcome == played.ended["verdict"]["outcome"] == outcome and record.reward == pytest.approx(reward)
+    kept = Path(played.ended["run_dir"]) / "gateway" / f"{played.ended['episode_id']}.jsonl"
+    assert [json.loads(line) for line in kept.read_text().splitlines()] == calls
+
+
+def test_streaming_is_relayed_and_logged(gateway: tuple[str, Ledger], provider: ModelServer) -> None:
+    url, ledger = gateway
+    provider.script("m", Reply.text("one two three"), Reply.text("four five"))
+    client = openai.OpenAI(base_url=f"{url}/episodes/s1/v1", api_key="k", max_retries=0)
+    chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                 stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "one two three"
+    assert all(c.choices for c in chunks)  # the usage chunk the gateway asked for is not passed on
+    asked = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
+                                                stream=True, stream_options={"include_usage": True}))
+    assert asked[-1].usage is not None and asked[-1].usage.total_tokens == 100
+    deadline = time.monotonic() + 10  # a stream is logged once relayed, just after the client read its end
+    while len(ledger.read("s1")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    first, second = ledger.read("s1")
+    assert first["stream"] and first["usage"]["total_tokens"] == 100 and first["first_byte_s"] is not None
+    assert second["call"] == 1 and provider.requests[0]["stream_options"] == {"include_usage": True}
+
+
+def test_links_by_path_or_header(gateway: tuple[str, Ledger], provider: ModelServer) -> None:
+    url, ledger = gateway
+    provider.script("m", Reply.text("hi"))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    by_header = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"x-rehearsal-link": "h1"})
+    assert by_header.status_code == 200 and ledger.read("h1")[0]["usage"]["total_tokens"] == 100
+    assert httpx.post(f"{url}/v1/chat/completions", json=body).status_code == 400
+    assert httpx.post(f"{url}/episodes/a%2F..%2Fb/v1/chat/completions", json=body).status_code in (400, 404)
+    assert httpx.post(f"{url}/episodes/x/v1/chat/completions", content=b"{not json").status_code == 400
+    assert httpx.get(f"{url}/episodes/x/v1/models").status_code == 200
+
+
+def test_the_provider_failing_makes_an_abandoned_episode_not_scored(gateway: tuple[str, Ledger],
+                                                                     provider: ModelServer, tmp_path: Path) -> None:
+    _need_mcp()
+    url, ledger = gateway
+    provider.script("flaky", Reply.call("get_order", order_id=3216), Reply.error(503, "overloaded"))
+    played, (record,) = _episode(tmp_path, url, ledger, "ep-flaky", model="flaky")
+    assert isinstance(played, openai.InternalServerError)  # the harness saw the provider's 503 and stopped
+    assert [c["status"] for c in ledger.read("ep-flaky")] == ["ok", PROVIDER_FAILED]
+    assert record.outcome == "not_scored" and record.not_scored_cause == "provider" and record.turns == 1
+
+
+def test_a_refused_request_is_the_harness_s_and_the_episode_is_scored(gateway: tuple[str, Ledger],
+                                                                    provider: ModelServer, tmp_path: Path) -> None:
+    _need_mcp()
+    url, ledger = gateway
+    provider.script("tooshort", Reply.call("get_order", order_id=3216), Reply.error(400, "context too long"))
+    played, (record,) = _episode(tmp_path, url, ledger, "ep-400", model="tooshort")
+    assert isinstance(played, openai.BadRequestError)
+    assert [c["status"] for c in ledger.read("ep-400")] == ["ok", REFUSED]
+    assert record.outcome != "not_scored" and record.ending == "gave_up"
+
+
+
+def test_a_provider_failure_the_harness_got_past_leaves_the_episode_scored(
+        gateway: tuple[str, Ledger], provider: ModelServer, tmp_path: Path) -> None:
+    _need_mcp()
+    url, ledger = gateway
+    provider.script("retried", Reply.error(503, "overloaded"), Reply.text("I cannot help"))
+    played, (record,) = _episode(tmp_path, url, ledger, "ep-past", model="retried", max_retries=1)
+    assert played.ended is None and played.model_calls == 1  # the client's own retry got the answer
+    assert [c["status"] for c in ledger.read("ep-past")] == [PROVIDER_FAILED, "ok"]
+    assert record.outcome != "not_scored" and record.ending == "gave_up" and record.tokens == 100
+
+
+def test_an_unreachable_provider_is_a_provider_failure(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ledger = Ledger(tmp_path / "ledger")
+    with ServerThread(gateway_app(GatewayConfig(upstream=f"http://127.0.0.1:{port}/v1", ledger=ledger))) as gw:
+        answer = httpx.post(f"{gw.url}/episodes/u1/v1/chat/completions", json={"model": "m", "messages": []})
+    assert answer.status_code == 502 and "did not answer" in answer.json()["error"]["message"]
+    (call,) = ledger.read("u1")
+    assert call["status"] == PROVIDER_FAILED and call["http_status"] is None and call["error"]
+
+
+def test_the_gateway_and_the_openai_agent_blame_the_provider_for_the_same_statuses() -> None:
+    from rehearsal_env.agents import _provider
+
+    assert RETRY_STATUSES == _provider.RETRY_STATUSES
