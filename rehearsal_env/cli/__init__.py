@@ -12,9 +12,10 @@ from collections.abc import Sequence
 
 from ..backends import DatabaseError
 from ..verdict import NotScoredError
-from . import (, _gateway, _mcp
+from . import (
     _compare,
     _eval,
+    _gateway,
     _health,
     _import,
     _improve,
@@ -30,8 +31,8 @@ from . import (, _gateway, _mcp
 
 COMMANDS = (
     _run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import,
-    _improve, _mcp, _compare, _replay,
-, _gateway)
+    _improve, _mcp, _compare, _gateway, _replay,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
