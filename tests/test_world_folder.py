@@ -227,3 +227,166 @@ def test_seed_sql_is_split_by_the_parser_not_by_semicolons_in_text(tmp_path: Pat
     line = seed.read_text().splitlines().index("INSERT INTO nowhere VALUES (1);") + 1
     with pytest.raises(WorldFolderError, match=rf"seed.sql:{line}: only INSERT INTO"):
         load_world_folder(copy)
+
+
+# -- world folders are untrusted input (issue 21 §5) ----------------------------------------------------------
+
+
+SECRET = "TOP-SECRET-LINE-never-shown"
+
+
+@pytest.fixture()
+def secret(tmp_path: Path) -> Path:
+    """A file outside any world folder whose first line must never appear in an error."""
+    path = tmp_path / "outside" / "secret.sql"
+    path.parent.mkdir()
+    path.write_text(f"{SECRET}\nmore\n")
+    return path
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../outside/secret.sql", "SECRET"])
+def test_a_schema_file_outside_the_folder_is_refused_without_echoing_it(tmp_path: Path, secret: Path,
+                                                                       name: str) -> None:
+    folder = _from_migrations(tmp_path, MIGRATION)
+    if name == "SECRET":  # a symbolic link inside the folder that points out of it
+        (folder / "migrations" / "link.sql").symlink_to(secret)
+        name = "migrations/link.sql"
+    text = (folder / "world.toml").read_text().replace('"migrations/001_init.sql"', f'"{name}"')
+    (folder / "world.toml").write_text(text)
+    with pytest.raises(WorldFolderError, match=r"world.toml:\d+: \[schema\] sql file .* (absolute path|resolves "
+                                               r"outside the world folder)") as refused:
+        load_world_folder(folder)
+    assert SECRET not in str(refused.value) and "more" not in str(refused.value)
+    assert Path("/etc/hostname").read_text().strip() not in str(refused.value).replace("/etc/hostname", "")
+
+
+def test_a_file_of_the_folder_that_is_not_sql_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    folder = _from_migrations(tmp_path, f"{SECRET} and more words here\n")
+    with pytest.raises(WorldFolderError, match="001_init.sql") as refused:
+        load_world_folder(folder)
+    assert SECRET not in str(refused.value)
+
+
+def test_a_generator_outside_the_folder_never_runs(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(ran)!r}, 'w').write('ran')\ndef rows(seed, anchor):\n    return {{}}\n")
+    for name in (str(evil), "../evil.py"):
+        folder = _broken(tmp_path / name.replace("/", "_"), 'sql = "seed.sql"', f'generator = "{name}"')
+        line = _line_of(folder, "world.toml", "generator =")
+        with pytest.raises(WorldFolderError, match=rf"world.toml:{line}: \[data\] generator"):
+            load_world_folder(folder)
+        with pytest.raises(WorldFolderError):
+            add_world_folder(folder)
+    assert not ran.exists()
+
+
+def test_application_folder_must_be_a_subfolder(tmp_path: Path) -> None:
+    reviews = Path(__file__).resolve().parents[1] / "worlds" / "reviews"
+    for i, (value, problem) in enumerate((("/", "absolute path"), ("..", "resolves outside the world folder"),
+                                          (".", "is the world folder itself"), ("nowhere", "is not a folder inside"))):
+        copy = tmp_path / f"reviews-{i}"
+        shutil.copytree(reviews, copy)
+        text = (copy / "world.toml").read_text().replace('folder = "app"', f'folder = "{value}"', 1)
+        (copy / "world.toml").write_text(text)
+        with pytest.raises(WorldFolderError, match=problem):
+            load_world_folder(copy)
+
+
+def test_a_symbolic_link_out_of_the_folder_is_refused(tmp_path: Path, secret: Path) -> None:
+    copy = tmp_path / "notes"
+    shutil.copytree(NOTES, copy)
+    (copy / "extra.sql").symlink_to(secret)
+    with pytest.raises(WorldFolderError, match="extra.sql: a symbolic link that points outside") as refused:
+        load_world_folder(copy)
+    assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("name", ["a/b", "../../x", "Shop", "", "x" * 65, "notes\n"])
+def test_world_names_follow_one_pattern(tmp_path: Path, name: str) -> None:
+    folder = _broken(tmp_path, 'name = "notes"', f"name = {name!r}".replace("'", '"'))
+    with pytest.raises(WorldFolderError, match="is not a world name. Fix: a world name is a lowercase letter"):
+        load_world_folder(folder)
+    from rehearsal_env.worlds import register_world
+
+    with pytest.raises(ValueError, match="expected a world name"):
+        register_world(name, lambda: load_world("shop"))
+
+
+def test_one_bad_registry_entry_breaks_nothing_else(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """worlds.json edited to hold a/b, ../../x and a folder that no longer loads: every command still
+    works, the good entries are listed, the bad ones reported."""
+    import json
+    import subprocess
+    import sys
+
+    from rehearsal_env.cli import main
+    from rehearsal_env.worlds import registry_problems
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("REHEARSAL_HOME", str(home))
+    good = tmp_path / "good"
+    shutil.copytree(NOTES, good)
+    (good / "world.toml").write_text((good / "world.toml").read_text().replace('name = "notes"', 'name = "good"', 1))
+    add_world_folder(good)
+    broken = _broken(tmp_path, "[data]", "[data")
+    added = json.loads((home / "worlds.json").read_text())
+    (home / "worlds.json").write_text(json.dumps({**added, "a/b": str(good), "../../x": str(good),
+                                                  "broken": str(broken)}))
+    assert "good" in world_names() and "a/b" not in world_names() and "../../x" not in world_names()
+    problems = registry_problems()
+    assert len(problems) == 2 and all("a world name is" in p for p in problems)
+    assert main(["world", "list"]) == 0
+    out, err = capsys.readouterr()
+    assert "good" in out and "broken" in out and "cannot be loaded" in out and "shop" in out
+    assert "'a/b' left out" in err and "'../../x' left out" in err
+    done = subprocess.run([sys.executable, "-c", "import rehearsal_env; rehearsal_env.register_envs(); print('ok')"],
+                          capture_output=True, text=True, env={**__import__("os").environ, "REHEARSAL_HOME": str(home)})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_deeply_nested_toml_names_its_file_and_line(tmp_path: Path) -> None:
+    folder = _broken(tmp_path, "seed = 1", "seed = 1\ndeep = " + "[" * 5000 + "]" * 5000)
+    with pytest.raises(WorldFolderError, match=r"world.toml:6: arrays or inline tables nest more than 32 deep"):
+        load_world_folder(folder)
+    scenario = folder / "scenarios" / "deep.toml"
+    scenario.write_text("# a deep scenario file\n\nx = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n")
+    folder = _broken(tmp_path / "again", "seed = 1", "seed = 1")
+    (folder / "scenarios" / "deep.toml").write_text(scenario.read_text())
+    with pytest.raises(WorldFolderError, match=r"deep.toml:3: arrays or inline tables nest more than 32 deep"):
+        load_world_folder(folder).scenarios()
+
+
+def test_a_big_file_is_refused_by_its_size_without_reading_it(tmp_path: Path) -> None:
+    copy = tmp_path / "notes"
+    shutil.copytree(NOTES, copy)
+    with open(copy / "big.bin", "wb") as fh:  # sparse: 2 GiB on paper, nothing on disk
+        fh.truncate(2 * 2**30)
+    with pytest.raises(WorldFolderError, match=r"big.bin holds 2,147,483,648 bytes; a world folder's files hold at "
+                                               r"most 268,435,456"):
+        load_world_folder(copy)
+
+
+def test_file_hashes_are_streamed_and_cached_until_the_file_changes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    import rehearsal_env.worlds._folder._hashes as hashes
+
+    monkeypatch.setenv("REHEARSAL_HOME", str(tmp_path / "home"))
+    copy = tmp_path / "notes"
+    shutil.copytree(NOTES, copy)
+    big = copy / "data.bin"
+    big.write_bytes(b"x" * (3 * 2**20))
+    first = world_version(load_world_folder(copy))
+    assert (tmp_path / "home" / hashes.CACHE_FILE).is_file()
+    opened: list[str] = []
+    real = hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda fh, name: opened.append(fh.name) or real(fh, name))
+    hashes._loaded_from = None  # as a new process would: the cache comes from the home
+    assert world_version(load_world_folder(copy)) == first and opened == []
+    stat = big.stat()
+    big.write_bytes(b"y" * (3 * 2**20))  # the same size, its modification time set back
+    __import__("os").utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert world_version(load_world_folder(copy)) != first and opened == [str(big)]

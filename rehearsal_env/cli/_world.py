@@ -16,7 +16,14 @@ from ..versions import (
     summary_line,
     withdraw_by_hand,
 )
-from ..worlds import WorldFolderError, add_world_folder, application_of, load_world, world_names
+from ..worlds import (
+    WorldFolderError,
+    add_world_folder,
+    application_of,
+    load_world,
+    registry_problems,
+    world_names,
+)
 from ._models import add_live_options, attempt_live, live_agent
 
 VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else $REHEARSAL_HOME/world_versions)"
@@ -62,8 +69,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def handle_list(args: argparse.Namespace) -> int:
     for name in world_names():
-        world = load_world(name)
-        print(f"{name:<12} {len(world.scenarios()):>4} scenarios  {world.description}")
+        try:  # one world that cannot load is reported; the others are still listed
+            world = load_world(name)
+            count = len(world.scenarios())
+        except (KeyError, ValueError, OSError, ImportError) as exc:
+            why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            print(f"{name:<12}    - cannot be loaded: {why}")
+            continue
+        print(f"{name:<12} {count:>4} scenarios  {world.description}")
+    for problem in registry_problems():
+        print(f"rehearsal: warning: {problem}", file=sys.stderr)
     return 0
 
 

@@ -19,11 +19,13 @@ from ._folder import (
     add_world_folder,
     application_of,
     backend_for,
+    folder_registry_problems,
     folder_worlds,
     is_world_folder,
     load_world_folder,
 )
-from ._imported import imported_worlds, load_imported, record_imported
+from ._imported import imported_registry_problems, imported_worlds, load_imported, record_imported
+from ._name import WORLD_NAME, check_world_name, is_world_name
 from ._world import Policy, Role, World, _unknown
 
 _BUILTIN = {"shop": "rehearsal_env.worlds.shop", "analytics": "rehearsal_env.worlds.analytics"}
@@ -32,7 +34,12 @@ _LOADED: dict[str, World] = {}
 
 
 def register_world(name: str, factory: Callable[[], World]) -> None:
-    """Register a world under ``name`` (a factory, so loading stays lazy)."""
+    """Register a world under ``name`` (a factory, so loading stays lazy).
+
+    Raises:
+        ValueError: ``name`` is not a world name (:data:`WORLD_NAME`).
+    """
+    check_world_name(name, "register_world")
     _REGISTRY[name] = factory
     _LOADED.pop(name, None)
 
@@ -43,8 +50,15 @@ def builtin_world_names() -> list[str]:
 
 
 def world_names() -> list[str]:
-    """Every registered world's name."""
+    """Every registered world's name (registry entries that cannot be used are left out:
+    :func:`registry_problems` says which and why)."""
     return sorted({*_BUILTIN, *_REGISTRY, *folder_worlds(), *imported_worlds()})
+
+
+def registry_problems() -> list[str]:
+    """A line per entry of the state home's registry files (``worlds.json``, ``imported.json``) that was left
+    out of :func:`world_names`, saying why; one bad entry never hides the others."""
+    return [*folder_registry_problems(), *imported_registry_problems()]
 
 
 def load_world(name: str) -> World:
@@ -58,7 +72,7 @@ def load_world(name: str) -> World:
         register_world(name, module.build_world)
     if name not in _REGISTRY and (name in folder_worlds() or is_world_folder(name)):
         folder = folder_worlds().get(name, name)  # a world from a folder: by its added name, or its path
-        register_world(name, lambda: load_world_folder(folder))
+        _REGISTRY[name] = lambda: load_world_folder(folder)  # a path is no world name: not checked as one
     if name not in _REGISTRY and name in imported_worlds():  # made from the user's data (rehearsal import)
         register_world(name, lambda: load_imported(name))
     if name not in _REGISTRY:
@@ -75,20 +89,26 @@ __all__ = [
     "Policy",
     "Role",
     "Table",
+    "WORLD_NAME",
     "World",
     "WorldFolderError",
     "add_world_folder",
     "application_of",
     "builtin_world_names",
     "backend_for",
+    "check_world_name",
     "col",
+    "folder_registry_problems",
     "folder_worlds",
+    "imported_registry_problems",
     "imported_worlds",
     "is_world_folder",
+    "is_world_name",
     "load_imported",
     "load_world",
     "load_world_folder",
     "record_imported",
     "register_world",
+    "registry_problems",
     "world_names",
 ]

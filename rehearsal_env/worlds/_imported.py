@@ -19,6 +19,7 @@ from filelock import FileLock
 
 from .._atomic import write_atomic
 from .._home import home
+from ._name import WORLD_NAME_RULE, check_world_name, is_world_name
 from ._world import World
 
 
@@ -34,13 +35,32 @@ def imported_worlds() -> dict[str, dict[str, Any]]:
         return {}
     try:
         data = json.loads(path.read_text())
-    except ValueError:
+    except (OSError, ValueError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("factory"), str)}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items()
+            if is_world_name(k) and isinstance(v, dict) and isinstance(v.get("factory"), str)}
+
+
+def imported_registry_problems() -> list[str]:
+    """A line per entry of ``imported.json`` left out of :func:`imported_worlds`, saying why."""
+    path = imported_file()
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        return [f"{path}: cannot be read ({type(exc).__name__}); no imported world is known until it is fixed"]
+    if not isinstance(data, dict):
+        return [f"{path}: expected {{name: record}}; no imported world is known until it is fixed"]
+    return [f"{path}: entry {repr(k)[:80]} left out: "
+            + (f"a world name is {WORLD_NAME_RULE}" if not is_world_name(k) else "its record names no factory")
+            for k, v in data.items()
+            if not (is_world_name(k) and isinstance(v, dict) and isinstance(v.get("factory"), str))]
 
 
 def record_imported(name: str, record: dict[str, Any]) -> Path:
     """Record (or replace) the imported world ``name``; returns the state file's path."""
+    check_world_name(name, "rehearsal import")
     path = imported_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .._world import World
+from ._paths import inside
 from ._source import Source
 
 
@@ -53,10 +54,14 @@ def backend_for(world: World) -> str:
 
 
 def parse_application(src: Source, folder: Path, raw: dict[str, Any]) -> ApplicationSpec:
-    app_folder = folder / raw.get("folder", "app")
-    if not app_folder.is_dir() or not raw.get("command"):
-        raise src.error(src.line("application", 0), f"[application] needs folder (found: {app_folder}) "
-                        "and command", 'write folder = "app" and command = ["python3", "/app/server.py"]')
+    where = f"{src.path}:{src.line('application', 0, 'folder' if 'folder' in raw else None)}"
+    app_folder = inside(folder, raw.get("folder", "app"), where, "[application] folder", directory=True)
+    if app_folder == folder.resolve():
+        raise src.error(src.line("application", 0, "folder"), "[application] folder is the world folder itself",
+                        'put the application in a subfolder and write folder = "app"')
+    if not raw.get("command"):
+        raise src.error(src.line("application", 0), "[application] needs a command",
+                        'write folder = "app" and command = ["python3", "/app/server.py"]')
     return ApplicationSpec(app_folder, tuple(raw["command"]), int(raw.get("port", 8080)),
                            dict(raw.get("env", {})), raw.get("health", "/health"), raw.get("probe", "/"),
                            raw.get("reset_hook") or None)

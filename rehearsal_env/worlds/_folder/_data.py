@@ -12,6 +12,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
 from ...schema import Column, Table
+from ._paths import inside
 from ._source import WORLD_FILE, Source, WorldFolderError
 
 
@@ -42,11 +43,14 @@ def sql_statements(path: Path, fix: str) -> Iterator[tuple[int, exp.Expr]]:
     Raises:
         WorldFolderError: naming the file, the statement's line and ``fix``.
     """
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise WorldFolderError(f"{path}: not UTF-8 text (byte {exc.start}). Fix: save it as UTF-8") from None
     try:
         tokens = sqlglot.tokenize(text, read="sqlite")
-    except sqlglot.errors.TokenError as exc:
-        raise WorldFolderError(f"{path}: not valid SQL ({str(exc).splitlines()[0]}). Fix: {fix}") from exc
+    except sqlglot.errors.TokenError:
+        raise WorldFolderError(f"{path}: not valid SQL (it cannot be split into tokens). Fix: {fix}") from None
     groups: list[list[Token]] = [[]]
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -59,8 +63,8 @@ def sql_statements(path: Path, fix: str) -> Iterator[tuple[int, exp.Expr]]:
         line = group[0].line
         try:
             statement = sqlglot.parse_one(text[group[0].start:group[-1].end + 1], read="sqlite")
-        except sqlglot.errors.ParseError as exc:
-            raise WorldFolderError(f"{path}:{line}: not valid SQL ({str(exc).splitlines()[0]}). Fix: {fix}") from exc
+        except (sqlglot.errors.ParseError, RecursionError):
+            raise WorldFolderError(f"{path}:{line}: not valid SQL (the statement does not parse). Fix: {fix}") from None
         yield line, statement
 
 
@@ -74,14 +78,12 @@ def _column_type(column: exp.ColumnDef) -> str:
     return "int" if name in _INT_TYPES else "real" if name in _REAL_TYPES else "text"
 
 
-def migrated_tables(folder: Path, files: Sequence[str]) -> tuple[Table, ...]:
-    """Tables from the application's own migrations: CREATE TABLE and CREATE INDEX statements, in order."""
+def migrated_tables(folder: Path, files: Sequence[object], where: str = "") -> tuple[Table, ...]:
+    """Tables from the application's own migrations: CREATE TABLE and CREATE INDEX statements, in order
+    (each file inside the world folder; ``where``: ``file:line`` of ``[schema] sql``)."""
     tables: dict[str, Table] = {}
     for file in files:
-        path = folder / file
-        if not path.is_file():
-            raise WorldFolderError(f"{folder / WORLD_FILE}: [schema] names {file}, which does not exist. Fix: "
-                                   "name the migration files relative to world.toml")
+        path = inside(folder, file, where or str(folder / WORLD_FILE), "[schema] sql file")
         for line, statement in sql_statements(path, "write CREATE TABLE and CREATE INDEX statements"):
             if statement is None:
                 continue
@@ -115,8 +117,8 @@ def migrated_tables(folder: Path, files: Sequence[str]) -> tuple[Table, ...]:
                 tables[table_name] = Table(t.name, t.columns, (*t.indexes, columns))
             else:
                 raise WorldFolderError(f"{path}:{line}: only CREATE TABLE and CREATE INDEX belong in the schema, "
-                                       f"got {statement.sql()[:50]!r}. Fix: keep data in [data] and leave "
-                                       "other statements out")
+                                       f"got a {statement.key.upper()} statement. Fix: keep data in [data] and "
+                                       "leave other statements out")
     return tuple(tables.values())
 
 
@@ -143,8 +145,9 @@ def _sql_rows(src_path: Path, tables: Sequence[Table]) -> dict[str, list[tuple[A
         name = target.this.name if isinstance(target, exp.Schema) else target.name if target is not None else None
         if not isinstance(statement, exp.Insert) or name not in by_name:
             raise WorldFolderError(f"{src_path}:{line}: only INSERT INTO <a table of world.toml> belongs in "
-                                   f"seed SQL, got {statement.sql()[:60]!r}. Fix: declare the table under "
-                                   "[[table]] and seed it with INSERT ... VALUES")
+                                   f"seed SQL, got a {statement.key.upper()} statement"
+                                   f"{f' into {name[:60]!r}' if isinstance(name, str) else ''}. Fix: declare the "
+                                   "table under [[table]] and seed it with INSERT ... VALUES")
         table = by_name[name]
         columns = ([c.name for c in target.expressions] if isinstance(target, exp.Schema)
                    else list(table.column_names))
@@ -171,17 +174,12 @@ def _sql_rows(src_path: Path, tables: Sequence[Table]) -> dict[str, list[tuple[A
 
 def seed_rows(src: Source, folder: Path, raw: dict[str, Any], tables: Sequence[Table]) -> Callable[..., Any]:
     if "sql" in raw:
-        path = folder / raw["sql"]
-        if not path.is_file():
-            raise src.error(src.line("data", 0, "sql"), f"seed file {path} does not exist",
-                            "name a file in the world folder, relative to world.toml")
+        path = inside(folder, raw["sql"], f"{src.path}:{src.line('data', 0, 'sql')}", "[data] sql seed file")
         rows = _sql_rows(path, tables)
         return lambda seed, anchor: rows
     if "generator" in raw:
-        path = folder / raw["generator"]
-        if not path.is_file():
-            raise src.error(src.line("data", 0, "generator"), f"generator {path} does not exist",
-                            "name a Python file in the world folder that defines rows(seed, anchor)")
+        path = inside(folder, raw["generator"], f"{src.path}:{src.line('data', 0, 'generator')}",
+                      "[data] generator")
         spec = importlib.util.spec_from_file_location(f"rehearsal_world_seed_{abs(hash(str(path)))}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)

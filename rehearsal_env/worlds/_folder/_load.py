@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import tomllib
@@ -13,9 +12,12 @@ from typing import Any
 from ..._atomic import write_atomic
 from ..._home import home
 from ...scenarios import load_scenarios
+from .._name import WORLD_NAME_RULE, is_world_name
 from .._world import Policy, Role, World
 from ._app import application_of, parse_application
 from ._data import declared_tables, migrated_tables, seed_rows
+from ._hashes import folder_hashes
+from ._paths import confined_file, shown
 from ._source import WORLD_FILE, WorldFolderError, read_toml
 from ._tools import parse_tools
 
@@ -37,27 +39,49 @@ def added_file() -> Path:
 def _name_of(folder: Path) -> str | None:
     try:
         name = tomllib.loads((folder / WORLD_FILE).read_text()).get("name")
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError, RecursionError):
         return None
     return name if isinstance(name, str) else None
 
 
-def folder_worlds() -> dict[str, str]:
-    """Folder worlds by name: the shipped ones, then those added with ``rehearsal world add``."""
+def _registry() -> tuple[dict[str, str], list[str]]:
+    """(folder worlds by name, a line per entry left out and why)."""
     out: dict[str, str] = {}
+    problems: list[str] = []
     if SHIPPED.is_dir():
         for world_toml in sorted(SHIPPED.glob(f"*/{WORLD_FILE}")):
             name = _name_of(world_toml.parent)
-            if name:
-                out[name] = str(world_toml.parent)
+            if is_world_name(name):
+                out[str(name)] = str(world_toml.parent)
     path = added_file()
-    if path.is_file():
-        try:
-            added = json.loads(path.read_text())
-        except ValueError:
-            added = {}
-        out.update({k: v for k, v in added.items() if isinstance(v, str) and is_world_folder(v)})
-    return out
+    if not path.is_file():
+        return out, problems
+    try:
+        added = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return out, [f"{path}: cannot be read ({type(exc).__name__}); no added folder world is known until it is "
+                     "fixed or removed"]
+    if not isinstance(added, dict):
+        return out, [f"{path}: expected {{name: folder}}; no added folder world is known until it is fixed"]
+    for name, folder in added.items():
+        if not is_world_name(name):
+            problems.append(f"{path}: entry {shown(name)} left out: a world name is {WORLD_NAME_RULE}")
+        elif not isinstance(folder, str) or not is_world_folder(folder):
+            problems.append(f"{path}: world {name!r} left out: its folder {shown(folder)} holds no {WORLD_FILE}")
+        else:
+            out[name] = folder
+    return out, problems
+
+
+def folder_worlds() -> dict[str, str]:
+    """Folder worlds by name: the shipped ones, then those added with ``rehearsal world add`` (an entry with
+    an invalid name or a missing folder is left out; :func:`folder_registry_problems` says which)."""
+    return _registry()[0]
+
+
+def folder_registry_problems() -> list[str]:
+    """A line per entry of ``worlds.json`` left out of :func:`folder_worlds`, saying why."""
+    return _registry()[1]
 
 
 def add_world_folder(folder: str | Path) -> World:
@@ -69,7 +93,11 @@ def add_world_folder(folder: str | Path) -> World:
     world = load_world_folder(folder)
     world.scenarios()  # loads and checks every scenario file
     path = added_file()
-    added = json.loads(path.read_text()) if path.is_file() else {}
+    try:
+        added = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        added = {}
+    added = {k: v for k, v in (added.items() if isinstance(added, dict) else ()) if is_world_name(k)}
     added[world.name] = str(Path(folder).resolve())
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(added, indent=2, sort_keys=True) + "\n")
@@ -86,15 +114,20 @@ def load_world_folder(folder: str | Path) -> World:
     folder = Path(folder).resolve()
     if not (folder / WORLD_FILE).is_file():
         raise WorldFolderError(f"{folder}: no {WORLD_FILE}. Fix: give the folder that holds world.toml")
-    src, data = read_toml(folder / WORLD_FILE)
+    src, data = read_toml(confined_file(folder, folder / WORLD_FILE))
     for key in ("name", "data_anchor"):
         if key not in data:
             raise src.error(1, f"{key} is missing", 'write name = "myworld" and data_anchor = 2025-06-30 at the top')
+    if not is_world_name(data["name"]):
+        raise src.error(src.line(None, 0, "name"), f"name {shown(data['name'])} is not a world name",
+                        f"a world name is {WORLD_NAME_RULE}")
     if not isinstance(data["data_anchor"], date):
         raise src.error(src.line(None, 0, "data_anchor"), f"data_anchor {data['data_anchor']!r} is not a date",
                         "write a bare TOML date: data_anchor = 2025-06-30")
-    migrations = list(data.get("schema", {}).get("sql", []))
-    tables = declared_tables(src, data.get("table", [])) + migrated_tables(folder, migrations)
+    migrations = data.get("schema", {}).get("sql", [])
+    migrations = [migrations] if isinstance(migrations, str) else list(migrations)
+    tables = declared_tables(src, data.get("table", [])) + migrated_tables(
+        folder, migrations, f"{src.path}:{src.line('schema', 0, 'sql')}")
     tools = parse_tools(src, data.get("tool", []), data.get("http", {}))
     names = {t.name for t in tools}
     roles = []
@@ -111,7 +144,7 @@ def load_world_folder(folder: str | Path) -> World:
                             "describe the application the sandbox runs under [application]")
     application = parse_application(src, folder, data["application"]) if "application" in data else None
     rows = seed_rows(src, folder, data.get("data", {}), tables)
-    scenario_files = sorted((folder / "scenarios").glob("*.toml"))
+    scenario_files = [confined_file(folder, p) for p in sorted((folder / "scenarios").glob("*.toml"))]
     role_names = {r.name for r in roles}
 
     def scenarios(world: World) -> list[Any]:
@@ -124,13 +157,6 @@ def load_world_folder(folder: str | Path) -> World:
                  roles=tuple(roles), policies=policies, data_anchor=data["data_anchor"], seed=int(data.get("seed", 0)),
                  generate_rows=rows, generate_scenarios=scenarios, suite_version=str(data.get("suite_version", "1")),
                  application=application, sources=folder_hashes(folder))
-
-
-def folder_hashes(folder: Path) -> dict[str, str]:
-    """``{relative path: sha256}`` of every file of a world folder (caches left out): its identity."""
-    return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*"))
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
 
 
 def _scenarios(path: Path, world: World, roles: set[str], tools: set[str]) -> list[Any]:
