@@ -16,7 +16,7 @@ import tinyworld
 
 from rehearsal_env.agents import NullAgent, Policy, ScriptedAgent
 from rehearsal_env.cli import main
-from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, format_readiness, judge
+from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, format_readiness, readiness_of
 from rehearsal_env.records import EpisodeRecord, seal_run, write_part
 from rehearsal_env.runner import EpisodeSpec, RunConfig, run_batch
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
@@ -60,7 +60,7 @@ def episodes(world: World, plan: Mapping[str, tuple[str, ...]],
 
 
 def verdict(world: World, root: Path, plan: Mapping[str, tuple[str, ...]], **kw: bool) -> Readiness:
-    return judge(episodes(world, plan), versions_root=root, **kw)
+    return readiness_of(episodes(world, plan), versions_root=root, **kw)
 
 
 def test_ready_when_every_rule_holds(world: World, root: Path) -> None:
@@ -107,7 +107,7 @@ def test_an_improved_version_counts_holdout_only(world: World, root: Path) -> No
     improved = verdict(world, root, plan, improved=True)
     assert improved.counted == 2 and ("learned from (not holdout)", 6) in improved.left_out
     assert improved.reasons[0].startswith("only 2 scored episode(s) on holdout scenarios")
-    assert judge(episodes(world, plan), versions_root=root).ready  # nobody improved it: every scenario counts
+    assert readiness_of(episodes(world, plan), versions_root=root).ready  # nobody improved it: every scenario counts
     enough = verdict(world, root, {**plan, "pay-unknown": ("reference",) * 3}, improved=True)
     assert enough.ready and enough.counted == 3
 
@@ -123,13 +123,13 @@ def test_withdrawn_and_not_scored_episodes_do_not_count(world: World, root: Path
     build_and_publish(world, own_root)
     plan = {"pay-ann": ("give-up",) * 2, "pay-unknown": ("reference",) * 3}
     records = episodes(world, plan)
-    assert not judge(records, versions_root=own_root).ready  # 3 of 5 verified
+    assert not readiness_of(records, versions_root=own_root).ready  # 3 of 5 verified
     withdraw_by_hand(world, "pay-ann", "the request allowed paying from either account", own_root)
-    r = judge(records, versions_root=own_root)
+    r = readiness_of(records, versions_root=own_root)
     assert r.ready and r.counted == 3 and r.left_out == (("withdrawn scenario", 2),)
     failed = [not_scored(x, "sandbox") for x in records[2:]]
     kept = [*records[:2], *failed, *episodes(world, {"pay-changed": ("reference",) * 3})]
-    r = judge(kept, versions_root=own_root, max_not_scored_share=0.5)
+    r = readiness_of(kept, versions_root=own_root, max_not_scored_share=0.5)
     assert r.ready and dict(r.left_out) == {"withdrawn scenario": 2, "not scored": 3}
     assert (r.counted, r.not_scored, r.not_scored_share) == (3, 3, 0.5)
 
@@ -148,29 +148,29 @@ def cause_of(cause: str) -> str:
 
 def test_more_than_five_percent_not_scored_needs_work(world: World, root: Path) -> None:
     records = episodes(world, {"pay-ann": ("reference",) * 10, "pay-unknown": ("reference",) * 10})
-    one = judge([not_scored(records[0], "provider"), *records[1:]], versions_root=root)
+    one = readiness_of([not_scored(records[0], "provider"), *records[1:]], versions_root=root)
     assert one.ready and (one.counted, one.not_scored, one.not_scored_share) == (19, 1, 0.05)  # 5% is allowed
     two = [not_scored(records[0], "provider"), not_scored(records[11], "sandbox"), *records[1:11], *records[12:]]
-    r = judge(two, versions_root=root)
+    r = readiness_of(two, versions_root=root)
     assert r.label == NEEDS_WORK and r.verified_share == 1.0
     text = "provider 1, sandbox 1" if cause_of("provider") == "provider" else "unknown 2"
     assert r.reasons == (f"10.0% of the episodes it would count were not scored (2 of 20; causes: {text}); "
                          "at most 5% may be: fix the failing part and rerun those episodes",)
     assert f"not scored 2 of 20 episode(s) it would count (10.0%; at most 5% may be); causes: {text}" in (
         format_readiness(r))
-    assert judge(two, versions_root=root, max_not_scored_share=0.1).ready  # configurable, and stated
-    assert "at most 10% may be" in format_readiness(judge(two, versions_root=root, max_not_scored_share=0.1))
+    assert readiness_of(two, versions_root=root, max_not_scored_share=0.1).ready  # configurable, and stated
+    assert "at most 10% may be" in format_readiness(readiness_of(two, versions_root=root, max_not_scored_share=0.1))
     with pytest.raises(ValueError, match=r"in \[0, 1\]; got 5"):
-        judge(two, versions_root=root, max_not_scored_share=5)
+        readiness_of(two, versions_root=root, max_not_scored_share=5)
 
 
 def test_an_improved_version_counts_not_scored_holdout_episodes_only(world: World, root: Path) -> None:
     records = episodes(world, {"pay-changed": ("reference",) * 4, "pay-unknown": ("reference",) * 4})
     train_failed = [not_scored(r, "worker") if r.scenario == "pay-changed" else r for r in records]
-    r = judge(train_failed, versions_root=root, improved=True)
+    r = readiness_of(train_failed, versions_root=root, improved=True)
     assert r.ready and r.not_scored == 0 and dict(r.left_out)["not scored"] == 4
     holdout_failed = [not_scored(records[4], "worker"), *records[:4], *records[5:]]
-    r = judge(holdout_failed, versions_root=root, improved=True)
+    r = readiness_of(holdout_failed, versions_root=root, improved=True)
     assert not r.ready and (r.counted, r.not_scored) == (3, 1)
     assert r.reasons[-1].startswith(f"25.0% of the episodes it would count were not scored (1 of 4; causes: "
                                     f"{cause_of('worker')} 1)")
@@ -189,7 +189,7 @@ def test_one_verdict_per_agent_version(world: World, root: Path) -> None:
     verdicts = assess(records, versions_root=root)
     assert [(v.agent, v.label) for v in verdicts] == [("candidate", READY), ("other", NEEDS_WORK)]
     with pytest.raises(ValueError, match="mix"):
-        judge(records, versions_root=root)
+        readiness_of(records, versions_root=root)
 
 
 def test_cli_prints_the_verdict_and_reasons(world: World, root: Path, tmp_path: Path,

@@ -38,7 +38,7 @@ from rehearsal_env.runner import (
     run_batch,
     run_on_ray,
     start_run,
-    summarize,
+    summary_of,
 )
 from rehearsal_env.scenarios import Scenario
 from rehearsal_env.worlds import load_world
@@ -190,7 +190,7 @@ def test_an_episode_whose_worker_dies_twice_is_not_scored_with_the_reason(
     assert [r for r in comparable(records) if r["scenario"] != VICTIM] == expected
     assert summary["not_scored"] == 1 and summary["verified"] == len(records) - 1
     assert summary["not_scored_by_cause"] == {"worker": 1}
-    assert {k: v for k, v in summary.items() if k != "config"} == summarize(records)
+    assert {k: v for k, v in summary.items() if k != "config"} == summary_of(records)
 
 
 class _CutShort(Exception):
@@ -254,8 +254,8 @@ def test_resume_errors_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixt
     run(config(repeats=1, batch_size=50), tmp_path)
     assert main(["run", "--resume", str(tmp_path), "--world", "shop"]) == 2
     assert "leave out --world" in capsys.readouterr().err
-    assert main(["run", "--resume", str(tmp_path), "--repeats", "3", "--profile", "rl"]) == 2
-    assert "leave out --repeats, --profile" in capsys.readouterr().err
+    assert main(["run", "--resume", str(tmp_path), "--repeats", "3", "--reward-profile", "rl"]) == 2
+    assert "leave out --repeats, --reward-profile" in capsys.readouterr().err
     with pytest.raises(ValueError, match="holds another run's config .*repeats: stored 1, given 3"):
         run(config(repeats=3, batch_size=50, run_id=load_config(tmp_path).run_id), tmp_path, resume=True)
 
@@ -331,7 +331,7 @@ def test_the_summary_counts_not_scored_episodes_by_cause_and_nowhere_else() -> N
                              "outcome_reward": 1.0 if scored else None, "false_completion": False,
                              "recovered": False, "not_scored_cause": cause, "tokens": None})
 
-    summary = summarize([row("verified"), row("not_scored", "database"), row("not_scored", "provider"),
+    summary = summary_of([row("verified"), row("not_scored", "database"), row("not_scored", "provider"),
                          row("not_scored", "database")])
     assert (summary["verified"], summary["not_scored"], summary["mean_reward"]) == (1, 3, 1.0)
     assert summary["not_scored_by_cause"] == {"database": 2, "provider": 1}

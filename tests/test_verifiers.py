@@ -20,7 +20,7 @@ from rehearsal_env.integrations import STOPPED_REASON
 try:
     import verifiers as vf
 
-    from rehearsal_env.integrations.verifiers import RehearsalEnv, load_environment
+    from rehearsal_env.integrations.verifiers import RehearsalVerifiersEnv, load_environment
 except ImportError as exc:
     if os.environ.get("REHEARSAL_REQUIRE_VERIFIERS") == "1":
         raise RuntimeError(f"REHEARSAL_REQUIRE_VERIFIERS=1 but verifiers is not installed ({exc}): "
@@ -31,13 +31,13 @@ MODULE = "rehearsal_env.integrations.verifiers"
 
 
 @pytest.fixture(scope="module")
-def env() -> RehearsalEnv:
+def env() -> RehearsalVerifiersEnv:
     loaded = vf.load_environment(MODULE, world="shop", split="dev")
-    assert isinstance(loaded, RehearsalEnv)
+    assert isinstance(loaded, RehearsalVerifiersEnv)
     return loaded
 
 
-def _evaluate(env: RehearsalEnv, server: ModelServer, model: str, n: int) -> list[dict[str, Any]]:
+def _evaluate(env: RehearsalVerifiersEnv, server: ModelServer, model: str, n: int) -> list[dict[str, Any]]:
     client = vf.ClientConfig(api_base_url=server.base_url, api_key_var="REHEARSAL_TEST_NO_KEY")
     results = env.evaluate_sync(client=client, model=model, num_examples=n, rollouts_per_example=1,
                                 state_columns=["rehearsal"])
@@ -77,7 +77,7 @@ def _gym(scenario: str, actions: list[str]) -> tuple[Any, float]:
     return info["verdict"], reward
 
 
-def test_load_environment_is_found_by_module_name_and_its_rubric_is_our_reward(env: RehearsalEnv) -> None:
+def test_load_environment_is_found_by_module_name_and_its_rubric_is_our_reward(env: RehearsalVerifiersEnv) -> None:
     world = rehearsal_env.load_world("shop")
     assert len(env.eval_dataset) == len(world.scenarios("dev"))
     row = env.eval_dataset[0]
@@ -94,7 +94,7 @@ def test_load_environment_is_found_by_module_name_and_its_rubric_is_our_reward(e
     assert load_environment(world="shop", split="holdout").split == "holdout"
 
 
-def test_verifiers_rollouts_reach_the_gymnasium_verdict_and_reward(env: RehearsalEnv) -> None:
+def test_verifiers_rollouts_reach_the_gymnasium_verdict_and_reward(env: RehearsalVerifiersEnv) -> None:
     with ModelServer(world="shop", tokens=100) as server:
         outputs = _evaluate(env, server, "solver", 6)
     assert len(outputs) == 6
@@ -109,7 +109,7 @@ def test_verifiers_rollouts_reach_the_gymnasium_verdict_and_reward(env: Rehearsa
 
 
 def test_a_model_that_stops_calling_tools_is_settled_and_bad_arguments_are_rejected_attempts(
-        env: RehearsalEnv) -> None:
+        env: RehearsalVerifiersEnv) -> None:
     with ModelServer() as server:
         server.script("careless", Reply.raw_call("get_order", "{not json"), Reply.call("get_order", order_id="7"),
                       Reply.text("I think it is done."))

@@ -31,7 +31,7 @@ from ._profile import (
     resolve_agent,
 )
 from ._prompt import given_for, prompt_size, prompt_tokens, store_given, system_prompt
-from ._provider import Endpoint, ProfileError, ProviderError
+from ._provider import Endpoint, ProviderError, ProviderRefused
 from ._scripted import BUILTIN_AGENTS, NullAgent, Policy, ScriptedAgent, make_agent
 
 __all__ = [
@@ -49,10 +49,10 @@ __all__ = [
     "NullAgent",
     "OpenAIAgent",
     "Policy",
-    "ProfileError",
     "ProfileStore",
     "Provider",
     "ProviderError",
+    "ProviderRefused",
     "Sampling",
     "ScriptedAgent",
     "builtin_profile",
@@ -69,3 +69,14 @@ __all__ = [
     "store_given",
     "system_prompt",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ProfileError``: the old name of :class:`ProviderRefused` (kept for one release, with a warning)."""
+    if name == "ProfileError":
+        import warnings
+
+        warnings.warn("rehearsal_env.agents.ProfileError is now ProviderRefused (the provider refused the model "
+                      "or key); the old name goes in the next release", DeprecationWarning, stacklevel=2)
+        return ProviderRefused
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ plain-text replies, which arrive as ``ask_customer``), from a brief that holds:
 - the conversation so far in this episode.
 
 A provider failure after the retries, or any refused request but 401/403/404
-(which stop the run, :class:`~._provider.ProfileError`), is a
+(which stop the run, :class:`~._provider.ProviderRefused`), is a
 :class:`~._provider.ProviderError` (not scored, cause ``provider``): the customer
 is part of the instrument, never the agent's fault. A reply without text answers the scripted
 customer's "don't know" line, so the agent's episode never depends on a model's
@@ -33,7 +33,7 @@ from ..env import ScriptedCustomer
 from ..scenarios import Scenario
 from ._openai import ModelStats
 from ._profile import AgentProfile, Sampling
-from ._provider import Endpoint, ProfileError, ProviderError, exhausted, is_retryable, refusal, retry_delay
+from ._provider import Endpoint, ProviderError, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
 
 DONT_KNOW = "Sorry, I don't know that."
 
@@ -129,7 +129,7 @@ class ModelCustomer:
                     time.sleep(retry_delay(self.endpoint, tries, exc, self._rng))
                     continue
                 refused = refusal(self.endpoint, self.profile.model, exc)
-                if isinstance(refused, ProfileError):
+                if isinstance(refused, ProviderRefused):
                     raise refused from exc
                 # the customer is part of the instrument: its refused request is never the agent's fault
                 raise ProviderError(f"the customer's model refused the request ({exc}); the episode is not scored",

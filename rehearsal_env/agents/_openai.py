@@ -55,7 +55,7 @@ import openai
 
 from ._profile import AgentProfile
 from ._prompt import given, prompt_tokens, system_prompt, tools_text
-from ._provider import Endpoint, ProfileError, exhausted, is_retryable, refusal, retry_delay
+from ._provider import Endpoint, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
 from ._reply import CUT_OFF_TIME, CUT_OFF_TOKENS, ModelReply, complete, complete_async
 
 MAX_RAW = 2000
@@ -382,7 +382,7 @@ class OpenAIAgent(_Agent):
 
     Raises (from a call):
         ProviderError: the provider failed after its retries (the episode is not scored).
-        ProfileError: the provider refused the model, key or access (stop the run).
+        ProviderRefused: the provider refused the model, key or access (stop the run).
     """
 
     def __init__(self, profile: AgentProfile, endpoint: Endpoint | None = None, *, max_customer_contacts: int = 1,
@@ -434,7 +434,7 @@ def failed(endpoint: Endpoint, profile: AgentProfile, stats: ModelStats, exc: op
         stats.retries += 1
         return retry_delay(endpoint, tries, exc, rng)
     refused = refusal(endpoint, profile.model, exc)
-    if isinstance(refused, ProfileError):
+    if isinstance(refused, ProviderRefused):
         raise refused from exc
     return refused
 

@@ -10,7 +10,7 @@ the episode is *not scored*, never scored against the agent.
 
 A refusal that is the request's fault is never retried:
 
-- 401, 403, 404 (bad key, no access, unknown model): :class:`ProfileError`, which
+- 401, 403, 404 (bad key, no access, unknown model): :class:`ProviderRefused`, which
   stops the run: every episode would fail the same way. Fix the profile's model,
   ``--base-url`` or ``--api-key-env``.
 - 400, 413, 422 (context too long, a parameter the model refuses): the agent
@@ -33,7 +33,7 @@ from ..verdict import NotScoredCause, NotScoredError
 RETRY_STATUSES = frozenset({408, 409, 429})
 """HTTP statuses retried besides every 5xx."""
 PROFILE_STATUSES = frozenset({401, 403, 404})
-"""HTTP statuses that stop the run (:class:`ProfileError`)."""
+"""HTTP statuses that stop the run (:class:`ProviderRefused`)."""
 LOCAL_API_KEY = "unused-by-local-server"
 """The key sent when ``--base-url`` is given and the key's variable is unset (local servers ignore it)."""
 
@@ -49,7 +49,7 @@ class ProviderError(NotScoredError):
         """The last HTTP status (None: a timeout or a broken connection)."""
 
 
-class ProfileError(ValueError):
+class ProviderRefused(ValueError):
     """The provider refused the request in a way every episode would repeat (401, 403, 404): stop the run."""
 
 
@@ -149,12 +149,12 @@ def exhausted(endpoint: Endpoint, model: str | None, exc: BaseException, tries: 
                          f"after {tries} tries; the episode is not scored", tries=tries, status=_status(exc))
 
 
-def refusal(endpoint: Endpoint, model: str | None, exc: BaseException) -> ProfileError | str:
-    """A non-retryable refusal: a :class:`ProfileError` (401/403/404) to raise, or the give-up reason (other 4xx)."""
+def refusal(endpoint: Endpoint, model: str | None, exc: BaseException) -> ProviderRefused | str:
+    """A non-retryable refusal: a :class:`ProviderRefused` (401/403/404) to raise, or the give-up reason (other 4xx)."""
     status = _status(exc)
     what = describe_failure(exc)
     if status in PROFILE_STATUSES:
-        return ProfileError(f"the model provider refused {endpoint.where(model)}: {what}. Every episode would "
+        return ProviderRefused(f"the model provider refused {endpoint.where(model)}: {what}. Every episode would "
                             "fail the same way, so the run stops: fix the profile's model name, --base-url or "
                             "--api-key-env")
     return (f"the model provider refused the request ({what}); this is the agent profile's fault (its model's "

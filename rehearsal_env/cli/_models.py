@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import openai
 
-from ..agents import AgentProfile, Endpoint, ProfileError, is_builtin, resolve_agent
+from ..agents import AgentProfile, Endpoint, ProviderRefused, is_builtin, resolve_agent
 from ..runner import RunConfig, run_profile
 from ..versions import attempt_version, describe_attempt, load_manifest
 from ..worlds import World
@@ -76,7 +76,7 @@ def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: b
 
 
 def preflight(config: RunConfig) -> None:
-    """One short request to the agent's model: a 401, 403 or 404 raises :class:`ProfileError` (stop the run).
+    """One short request to the agent's model: a 401, 403 or 404 raises :class:`ProviderRefused` (stop the run).
 
     Anything else (a timeout, a 429, a 5xx, a 400) is left to the episodes, which retry it or record it.
     """
@@ -99,8 +99,9 @@ def _ping(profile: AgentProfile, endpoint: Endpoint) -> None:
                               "start it, or fix --base-url") from exc
     except openai.APIStatusError as exc:
         if exc.status_code in (401, 403, 404):
-            raise ProfileError(f"the model provider refused {endpoint.where(profile.model)} (HTTP {exc.status_code}: "
-                               f"{exc.message}); fix the profile's model name, --base-url or --api-key-env") from exc
+            raise ProviderRefused(f"the model provider refused {endpoint.where(profile.model)} "
+                                  f"(HTTP {exc.status_code}: {exc.message}); fix the profile's model name, "
+                                  "--base-url or --api-key-env") from exc
     except openai.APIError:
         pass
     finally:
@@ -128,7 +129,7 @@ def live_agent(args: argparse.Namespace) -> tuple[AgentProfile, Endpoint] | None
 
     Raises:
         ValueError: a built-in agent, or an unknown profile.
-        ProfileError: the provider refused the model or key.
+        ProviderRefused: the provider refused the model or key.
     """
     if not args.live_agent:
         return None

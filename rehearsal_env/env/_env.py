@@ -11,6 +11,7 @@ final step's ``info["verdict"]`` holds the :class:`~rehearsal_env.verdict.Verdic
 from __future__ import annotations
 
 import copy
+import warnings
 from datetime import date
 from typing import Any
 
@@ -49,7 +50,8 @@ class RehearsalEnv(gym.Env[str, str]):
         world: A world name or :class:`World` (default: the scenario's world).
         backend: ``"sqlite"`` (embedded default) or ``"postgres"``.
         stress: Whether the stress layer is on (default True).
-        profile: The reward profile's name (None: the outcome reward).
+        reward_profile: The reward profile's name (None: the outcome reward).
+        profile: The old name of ``reward_profile`` (kept for one release, with a DeprecationWarning).
         customer: A customer to use instead of the scripted one.
         database: An open database of ``world`` to use (and not close); else the env opens its own.
             With ``freeze_time`` it must be a database of the frozen world (``clock.frozen_world``).
@@ -67,6 +69,7 @@ class RehearsalEnv(gym.Env[str, str]):
         *,
         backend: str = "sqlite",
         stress: bool = True,
+        reward_profile: str | None = None,
         profile: str | None = None,
         customer: Customer | None = None,
         database: Database | None = None,
@@ -95,8 +98,16 @@ class RehearsalEnv(gym.Env[str, str]):
         self.backend = backend
         self.stress = stress
         if profile is not None:
-            load_profile(profile)  # an unknown profile fails here, naming the known ones
-        self.profile = profile
+            warnings.warn("RehearsalEnv(profile=...) is now RehearsalEnv(reward_profile=...); the old name goes in "
+                          "the next release", DeprecationWarning, stacklevel=2)
+            if reward_profile is not None and reward_profile != profile:
+                raise ValueError(f"got reward_profile={reward_profile!r} and its old name profile={profile!r}; "
+                                 "pass reward_profile alone")
+            reward_profile = profile
+        if reward_profile is not None:
+            load_profile(reward_profile)  # an unknown profile fails here, naming the known ones
+        self.profile = reward_profile
+        """The reward profile's name (None: the outcome reward)."""
         self.render_mode = render_mode
         self._customer = customer
         self._backend_options = backend_options

@@ -120,7 +120,7 @@ def _cause(r: EpisodeRecord) -> str:
     return str(getattr(r, "not_scored_cause", None) or UNKNOWN_CAUSE)
 
 
-def judge(records: Sequence[EpisodeRecord], *, improved: bool = False,
+def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
           versions_root: str | Path | None = None,
           max_not_scored_share: float = MAX_NOT_SCORED_SHARE, other_keys: Sequence[str | None] = ()) -> Readiness:
     """The readiness of the one agent version, world version and API key that ``records`` all share.
@@ -223,7 +223,7 @@ def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
     groups: dict[tuple[str, str, str, str], dict[str | None, list[EpisodeRecord]]] = {}
     for r in records:
         groups.setdefault((r.agent, r.agent_version, r.world, r.world_version), {}).setdefault(_key(r), []).append(r)
-    return [judge(by_key[key], improved=improved or is_improved(k[0], k[1], profiles_root),
+    return [readiness_of(by_key[key], improved=improved or is_improved(k[0], k[1], profiles_root),
                   versions_root=versions_root, max_not_scored_share=max_not_scored_share, other_keys=tuple(by_key))
             for k, by_key in sorted(groups.items()) for key in sorted(by_key, key=_key_name)]
 

@@ -27,7 +27,7 @@ from ..records import (
     write_part,
 )
 from ..rewards import Components, apply_profile, load_profile
-from ..runner import summarize
+from ..runner import summary_of
 from ._rebuild import Recheck, ScenarioChecks, published_checks, recheck, world_of
 
 REPORT_FILE = "rescore.json"
@@ -189,7 +189,7 @@ def _write(target: Path, records: Sequence[EpisodeRecord], provenance: dict[str,
     for old in (target / EPISODES_DIR).glob("part-*.parquet"):
         old.unlink()
     write_part(target, records, 0)
-    summary = {**summarize(records), "rescored_from": report.run_dir}
+    summary = {**summary_of(records), "rescored_from": report.run_dir}
     for name, body in (("provenance.json", provenance), ("summary.json", summary), (REPORT_FILE, report.to_dict())):
         write_bytes_atomic(target / name, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
     seal_run(target)  # the rescored run, vouched for by whoever rescored it

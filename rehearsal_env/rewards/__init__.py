@@ -13,7 +13,7 @@ Quick use::
     result = evaluate("rl", env.episode, verdict)   # RewardResult: reward, components, gates, caveats
     value = score("benchmark", env.episode, verdict)  # float, or None when not scored
 
-    env = rehearsal_env.make("analytics/revenue-0001", profile="rl")  # env rewards under a profile
+    env = rehearsal_env.make("analytics/revenue-0001", reward_profile="rl")  # env rewards under a profile
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from ._summary import (
     OUTCOMES,
     SummaryRow,
     format_table,
-    summarize,
+    summary_of,
     summary_row,
     summary_rows,
     write_summary,
@@ -82,7 +82,7 @@ __all__ = [
     "run_lock",
     "run_on_ray",
     "start_run",
-    "summarize",
+    "summary_of",
     "summary_row",
     "summary_rows",
     "run_profile",
@@ -90,3 +90,15 @@ __all__ = [
     "write_provenance",
     "write_summary",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``summarize``: the old name of :func:`summary_of` (``measure.summarize`` is the measured report); kept
+    for one release, with a warning."""
+    if name == "summarize":
+        import warnings
+
+        warnings.warn("rehearsal_env.runner.summarize is now summary_of; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return summary_of
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

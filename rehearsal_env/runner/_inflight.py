@@ -13,7 +13,7 @@ waits on its slot's thread, not on the loop.
 Records are the same as a serial run's, in the batch's order. A policy that
 raises :class:`~rehearsal_env.verdict.NotScoredError` (the model provider failed
 after its retries) ends its episode not scored with that cause;
-:class:`~rehearsal_env.agents.ProfileError` stops the run; any other exception
+:class:`~rehearsal_env.agents.ProviderRefused` stops the run; any other exception
 of the agent is its own bug, a rejected attempt that takes a turn. An episode
 not scored because its database failed makes that slot reopen its database
 (once; if that fails, the run stops with the error, as it does serially).

@@ -12,7 +12,7 @@ Who is to blame is decided here for what the policy does (attribution is a contr
 - a policy that raises :class:`~rehearsal_env.verdict.NotScoredError` (e.g. a provider error after
   its retries ran out, cause ``provider``) ends the episode ``not_scored`` with that cause and reason;
   the run records it and goes on;
-- a policy that raises :class:`~rehearsal_env.agents.ProfileError` (the provider refused the model or
+- a policy that raises :class:`~rehearsal_env.agents.ProviderRefused` (the provider refused the model or
   the key: every episode would fail the same way) stops the run;
 - any other exception from a policy is the agent's bug: that call is a *rejected attempt* (it takes a
   turn, the episode goes on, and a policy that always raises ends at the turn limit, scored); it is
@@ -28,7 +28,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents import Policy, ProfileError
+from ..agents import Policy, ProviderRefused
 from ..backends import Database, DatabaseError, open_database
 from ..env import Episode, RehearsalEnv, failure
 from ..records import EpisodeRecord
@@ -59,11 +59,11 @@ def take_turn(env: RehearsalEnv, answer: Answer) -> Step:
     """One turn of ``env`` for the agent's ``answer`` (see the module docstring for who is to blame).
 
     Raises:
-        ProfileError: the agent raised it (the run stops).
+        ProviderRefused: the agent raised it (the run stops).
     """
     if isinstance(answer, NotScoredError):
         return env.abort(answer.cause, f"{answer.cause.value} failed: {answer}")
-    if isinstance(answer, ProfileError) or (isinstance(answer, BaseException) and not isinstance(answer, Exception)):
+    if isinstance(answer, ProviderRefused) or (isinstance(answer, BaseException) and not isinstance(answer, Exception)):
         raise answer  # a provider's refusal stops the run; so does a KeyboardInterrupt
     if isinstance(answer, BaseException):  # the policy's own bug: a rejected attempt, never "the environment failed"
         return env.policy_failed(answer)

@@ -53,7 +53,7 @@ class ResolvedRun:
         """The run's env of a scenario on ``db``."""
         scenario = self.world.scenario(scenario_id)
         return RehearsalEnv(scenario, self.world, database=db, stress=self.config.stress,
-                            profile=self.config.reward_profile, customer=self.customer(scenario))
+                            reward_profile=self.config.reward_profile, customer=self.customer(scenario))
 
     def agent(self, scenario: Scenario) -> Policy:
         """A fresh policy for one episode of ``scenario``."""

@@ -11,10 +11,11 @@ from typing import Any, NamedTuple, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..agents import given_for, store_given
 from ..records import RECORD_VERSION, checked_parts, part_version, write_bytes_atomic
 from ..verdict import NotScoredCause
 from ..versions import note_tool_crashes, version_dir
-from ._plan import write_provenance
+from ._plan import plan, write_provenance
 from ._resolved import ResolvedRun
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
@@ -53,6 +54,8 @@ class Summarized(Protocol):
     def model_latency_ms(self) -> float | None: ...
     @property
     def tool_crashes(self) -> Sequence[Any] | None: ...
+    @property
+    def world_tool_calls(self) -> int | None: ...
 
 
 class SummaryRow(NamedTuple):
@@ -86,6 +89,8 @@ class SummaryRow(NamedTuple):
     """Wall time of those calls in ms; None when the agent is not a model."""
     tool_crashes: Sequence[Any] | None
     """The tool crashes of the episode (each with its ``tool``); None in records of version 3 and older."""
+    world_tool_calls: int | None
+    """Calls of the world's own tools carried out; None for an episode not played."""
 
 
 def summary_row(record: Summarized) -> SummaryRow:
@@ -113,7 +118,7 @@ def summary_rows(run_dir: str | Path) -> dict[tuple[str, int], SummaryRow]:
     return {(row[0], row[1]): SummaryRow(*row[2:]) for row in zip(*columns, strict=True)}
 
 
-def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
+def summary_of(records: Sequence[Summarized]) -> dict[str, Any]:
     """``summary.json``'s numbers. Not-scored episodes count in ``not_scored`` (and, by the part that failed,
     in ``not_scored_by_cause``) and nowhere else."""
     scored = [r for r in records if r.outcome != "not_scored"]
@@ -135,7 +140,16 @@ def summarize(records: Sequence[Summarized]) -> dict[str, Any]:
     out["faults_injected"] = sum(r.faults_injected for r in records)
     out.update(model_cost(records))
     out.update(tool_crash_counts(records))
+    out.update(world_tool_use(records))
     return out
+
+
+def world_tool_use(records: Sequence[Summarized]) -> dict[str, Any]:
+    """Calls of the world's own tools in all, and ``no_world_tool_calls``: true when episodes were played and
+    not one called a world tool (the agent only talked: its outcomes say nothing of its tool use)."""
+    counted = [r.world_tool_calls for r in records if r.world_tool_calls is not None]
+    return {"world_tool_calls": sum(counted) if counted else None,
+            "no_world_tool_calls": bool(counted) and not any(counted)}
 
 
 def tool_crash_counts(records: Sequence[Summarized]) -> dict[str, Any]:
@@ -164,12 +178,23 @@ def model_cost(records: Sequence[Summarized]) -> dict[str, Any]:
 
 def write_summary(run: ResolvedRun, out: Path, records: Sequence[Summarized]) -> dict[str, Any]:
     """Write ``summary.json`` (and ``provenance.json``) for ``records`` of the resolved run; return the summary."""
-    summary = summarize(records)
+    summary = summary_of(records)
     summary["config"] = {k: v for k, v in asdict(run.config).items() if k != "backend_options"}
     write_provenance(run.provenance, out)
+    store_prompts(run, out)
     write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     note_run_crashes(out, summary)
     return summary
+
+
+def store_prompts(run: ResolvedRun, out: Path) -> None:
+    """Write what a model agent was given in each planned scenario into ``out/prompts/`` once per text (the
+    records name them by hash: ``system_prompt_sha``, ``tools_sha``); nothing for other agents."""
+    profile = run.stamp.agent_profile
+    if profile is None or profile.agent != "openai":
+        return
+    for scenario in sorted({spec.scenario for spec in plan(run.config, run.world)}):
+        store_given(out, given_for(profile.instructions, run.world, run.world.scenario(scenario)))
 
 
 def note_run_crashes(out: Path, summary: dict[str, Any]) -> bool:
@@ -197,6 +222,9 @@ def format_table(summary: dict[str, Any]) -> str:
     if crashes:
         lines.append("tool crashes (the world's defects; each returned to the agent as an error): "
                      + ", ".join(f"{tool}={count}" for tool, count in crashes.items()))
+    if summary.get("no_world_tool_calls"):
+        lines.append("NO WORLD-TOOL CALLS: no episode called one of the world's tools (the agent only talked, "
+                     "finished or gave up); check that its model is offered the tools")
     mean = summary["mean_reward"]
     lines.append(f"{'mean reward':<16}{'-' if mean is None else f'{mean:.3f}':>9}")
     lines.append("")

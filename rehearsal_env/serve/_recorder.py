@@ -23,7 +23,7 @@ from filelock import FileLock
 from ..provenance import OUTCOME_PROFILE, Provenance
 from ..records import EpisodeRecord, part_files, seal_run, write_bytes_atomic, write_part
 from ..records import next_part as first_free_part
-from ..runner import SummaryRow, summarize
+from ..runner import SummaryRow, summary_of
 
 SERVE_FILE = "serve.json"
 """A served run directory's identity: run id, world, profile, backend."""
@@ -141,6 +141,6 @@ class Recorder:
     def _write_summary(path: Path) -> None:
         rows = [SummaryRow(**row) for f in part_files(path)
                 for row in pq.read_table(f, columns=list(SummaryRow._fields)).to_pylist()]
-        summary = summarize(rows)
+        summary = summary_of(rows)
         summary["config"] = {**json.loads((path / SERVE_FILE).read_text()), "served": True}
         _write_json(path / "summary.json", summary)

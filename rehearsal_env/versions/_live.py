@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..agents import AgentProfile, Endpoint, ModelAgents, ProfileError
+from ..agents import AgentProfile, Endpoint, ModelAgents, ProviderRefused
 from ..backends import Database, open_database
 from ..env import RehearsalEnv
 from ..scenarios import Scenario
@@ -91,7 +91,7 @@ def attempt(world: World, scenario: Scenario, db: Database, agents: ModelAgents,
     """One live episode of ``scenario`` on ``db``.
 
     Raises:
-        ProfileError: the provider refused the model or key (the build stops: fix the profile).
+        ProviderRefused: the provider refused the model or key (the build stops: fix the profile).
     """
     env = RehearsalEnv(scenario, world, database=db)
     agent = agents(scenario)
@@ -101,7 +101,7 @@ def attempt(world: World, scenario: Scenario, db: Database, agents: ModelAgents,
     while True:
         try:
             action = agent(observation, info)
-        except ProfileError:
+        except ProviderRefused:
             raise
         except NotScoredError as exc:
             env.episode.abort(exc.cause, str(exc))

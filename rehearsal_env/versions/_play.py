@@ -18,7 +18,7 @@ class BuildAborted(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Played:
+class ValidationEpisode:
     """One validation episode."""
 
     verdict: Verdict
@@ -45,7 +45,8 @@ class ReplayAgent:
         return ToolCall("give_up", {"reason": "the replay has no more actions"}).to_action()
 
 
-def play(env: RehearsalEnv, agent: Policy, seed: int, who: str, *, want_digest: bool = False) -> Played:
+def play_validation(env: RehearsalEnv, agent: Policy, seed: int, who: str, *,
+                    want_digest: bool = False) -> ValidationEpisode:
     """Play one episode to its verdict.
 
     Raises:
@@ -57,7 +58,7 @@ def play(env: RehearsalEnv, agent: Policy, seed: int, who: str, *, want_digest: 
             observation, _, terminated, truncated, info = env.step(agent(observation, info))
             if terminated or truncated:
                 break
-        return Played(info["verdict"], tuple(env.episode.trace), digest(env.db) if want_digest else None)
+        return ValidationEpisode(info["verdict"], tuple(env.episode.trace), digest(env.db) if want_digest else None)
     except Exception as exc:
         raise BuildAborted(
             f"scenario {env.scenario.id!r}: the {who} episode raised {type(exc).__name__}: {exc}. The "
@@ -65,7 +66,7 @@ def play(env: RehearsalEnv, agent: Policy, seed: int, who: str, *, want_digest: 
             "build again") from exc
 
 
-def describe(p: Played) -> str:
+def describe(p: ValidationEpisode) -> str:
     """The outcome and what decided it, in words."""
     v = p.verdict
     if v.outcome is Outcome.NOT_SCORED:

@@ -70,7 +70,7 @@ def _tool_body(observation: str) -> tuple[str, list[str]]:
     return json.dumps(body, sort_keys=True, default=str), [str(m) for m in obs.get("messages") or ()]
 
 
-class RehearsalEnv(vf.MultiTurnEnv):
+class RehearsalVerifiersEnv(vf.MultiTurnEnv):
     """A verifiers environment of one world's split (see the module doc)."""
 
     def __init__(self, world: World, split: Split | None = "train", profile: str | None = "rl", *,
@@ -183,7 +183,7 @@ class RehearsalEnv(vf.MultiTurnEnv):
 
 
 def load_environment(world: str = "shop", split: Split | None = "train", profile: str | None = "rl",
-                     **kwargs: Any) -> RehearsalEnv:
+                     **kwargs: Any) -> RehearsalVerifiersEnv:
     """The verifiers entry point: ``vf.load_environment("rehearsal_env.integrations.verifiers", world=...,
     split=...)``.
 
@@ -193,4 +193,4 @@ def load_environment(world: str = "shop", split: Split | None = "train", profile
         profile: The reward profile of the rubric's reward (None: the outcome reward 1 / 0 / -1).
         kwargs: ``eval_split``, ``seeds``, ``instructions``, ``stress``, and verifiers' own options.
     """
-    return RehearsalEnv(load_world(world), split, profile, **kwargs)
+    return RehearsalVerifiersEnv(load_world(world), split, profile, **kwargs)
