@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..env import MAX_ACTION
+
 
 class AgentInfo(BaseModel):
     """Who plays: the agent's name and version, stamped on the episode's record."""
@@ -36,7 +38,7 @@ class Step(BaseModel):
     """One action of the agent."""
 
     model_config = ConfigDict(extra="forbid")
-    action: str = Field(..., max_length=1 << 16,
+    action: str = Field(..., max_length=MAX_ACTION,  # the action space's own bound (env.MAX_ACTION)
                         description='The action: JSON text `{"tool": NAME, "args": {...}}`, optionally with '
                                     '`"usage": {"tokens": N}` (report tokens, or efficiency stays unmeasured).')
     step_index: int = Field(..., ge=0,
