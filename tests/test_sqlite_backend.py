@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+import rehearsal_env.backends.sqlite as sqlite_backend
 from rehearsal_env import load_world
 from rehearsal_env.backends import changes, digest, open_database
 
@@ -40,3 +43,13 @@ def test_envs_have_private_databases() -> None:
     assert b.check_value("SELECT COUNT(*) FROM ticket_messages WHERE id = 1") == 1
     a.close()
     b.close()
+
+
+def test_the_snapshot_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_backend, "SNAPSHOT_CACHE_BYTES", 1)  # every snapshot is over it: one is kept
+    shop, analytics = load_world("shop"), load_world("analytics")
+    first = sqlite_backend.build_snapshot(shop)
+    sqlite_backend.build_snapshot(analytics)
+    assert list(k[0] for k in sqlite_backend._SNAPSHOTS) == ["analytics"]  # the older one went
+    assert sqlite_backend.build_snapshot(shop) == first  # rebuilt, the same bytes
+    assert list(k[0] for k in sqlite_backend._SNAPSHOTS) == ["shop"]
