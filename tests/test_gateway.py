@@ -21,6 +21,7 @@ import anyio
 import httpx
 import openai
 import pytest
+from test_live_model import live_server  # noqa: F401  (the tiny model's server fixture: started, skipped, required)
 
 from rehearsal_env import RehearsalEnv
 from rehearsal_env.agents.testing import ModelServer, Reply
@@ -30,6 +31,8 @@ from rehearsal_env.serve import Principal, Scope, ServerThread
 from rehearsal_env.worlds import load_world
 
 WORLD = load_world("shop")
+LIVE_CALLS = 3
+"""Model calls the live episode may make (about 3 s each on one core, as in test_live_model)."""
 SCENARIO = WORLD.scenario("refund-item-0004")
 LOCAL = Principal("local", Scope.BUILD_AND_EVALUATE)
 
@@ -191,3 +194,58 @@ def test_the_gateway_and_the_openai_agent_blame_the_provider_for_the_same_status
     from rehearsal_env.agents import _provider
 
     assert RETRY_STATUSES == _provider.RETRY_STATUSES
+
+
+def _replayed(record: Any) -> tuple[str, float | None]:
+    """The outcome and reward the Gymnasium env gives the record's actions, sent as recorded."""
+    env = RehearsalEnv(SCENARIO, WORLD, reward_profile="rl")
+    env.reset(seed=0)
+    reward: float | None = None
+    info: dict[str, Any] = {}
+    for turn in record.trace:
+        _, reward, terminated, truncated, info = env.step(turn.action)
+        if terminated or truncated:
+            break
+    env.close()
+    return info["verdict"].outcome.value, reward
+
+
+def test_the_tiny_real_model_plays_an_mcp_episode_through_the_gateway(live_server: str,  # noqa: F811
+                                                                      tmp_path: Path) -> None:
+    """SmolLM2 behind llama.cpp's OpenAI server (the ``live`` extra; skips without it unless
+    ``REHEARSAL_REQUIRE_LIVE_MODEL=1``), through the gateway, driving the episode over MCP: the record's tokens are
+    the gateway's, it carries no caveat, and its verdict is what the same actions give in process."""
+    _need_mcp()
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, drive, episode_runtime
+
+    ledger = Ledger(tmp_path / "ledger")
+    runtime = episode_runtime(EpisodeServerConfig(spec=EpisodeSpec(world=WORLD, scenario=SCENARIO,
+                                                                   reward_profile="rl", agent="smollm2-mcp"),
+                                                  who=LOCAL, ledger=ledger, link="live-1"),
+                              Storage(out=tmp_path / "runs"))
+    config = GatewayConfig(upstream=live_server, ledger=ledger, logprobs=True, timeout=180.0)
+
+    async def main(url: str) -> Any:
+        async with openai.AsyncOpenAI(base_url=f"{url}/episodes/live-1/v1", api_key="unused", max_retries=1,
+                                      timeout=180.0) as client, \
+                create_connected_server_and_client_session(runtime.server) as session:
+            init = await session.initialize()
+            return await drive(session, client, "smollm2", instructions=init.instructions or "",
+                               max_calls=LIVE_CALLS, temperature=0.0, seed=0, max_tokens=48)
+
+    with ServerThread(gateway_app(config)) as gw:
+        played = anyio.run(main, gw.url)
+    runtime.close()
+    (record,) = read_records(tmp_path / "runs" / "shop-rl")
+    calls = ledger.read("live-1")
+    print(f"live model through MCP + gateway: {len(calls)} calls, {[c['latency_s'] for c in calls]} s, "
+          f"{record.tokens} tokens, {len(played.actions)} tool calls, outcome {record.outcome}")
+    assert 1 <= len(calls) == played.model_calls <= LIVE_CALLS and all(c["status"] == "ok" for c in calls)
+    assert record.tokens == sum(c["usage"]["total_tokens"] for c in calls) > 0  # the gateway's, llama.cpp's usage
+    assert any(c["logprobs"] for c in calls)  # llama.cpp returns the logprobs the gateway asked for
+    assert "external mode" not in json.dumps(record.reward_components, default=str)
+    assert {c.name: c.value for c in record.reward_components}["efficiency"] is not None
+    assert record.outcome in ("verified", "not_achieved", "rule_violated")  # the model is weak, never the instrument
+    assert (record.outcome, record.reward) == pytest.approx(_replayed(record))
