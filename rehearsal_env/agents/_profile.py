@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -59,6 +58,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from .._atomic import write_atomic
 from .._home import agent_profiles
 from .._version import __version__
 
@@ -406,9 +406,7 @@ class ProfileStore:
                 return versions[-1], False
             stored = replace(profile, version=len(versions) + 1)
             path = folder / f"v{stored.version}.toml"
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(stored.to_toml())
-            os.replace(tmp, path)
+            write_atomic(path, stored.to_toml())
             return stored, True
 
     def versions(self, name: str) -> list[AgentProfile]:

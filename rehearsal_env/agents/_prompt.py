@@ -26,12 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_atomic
 from ..scenarios import Scenario
 from ..worlds import World
 
@@ -110,10 +109,7 @@ def store_given(run_dir: str | Path, parts: Mapping[str, tuple[str, str]]) -> li
         out.append(path)
         if path.exists():
             continue
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        write_atomic(path, text)
     return out
 
 

@@ -16,7 +16,6 @@ run's seal against the trusted keys (:mod:`._seal`).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .._atomic import write_atomic
 from ._manifest import EPISODES_DIR, check_one_run, manifest_problems, note_part, verify_directory
 from ._record import RECORD_VERSION, EpisodeRecord
 from ._schema import arrow_schema, from_row, to_row
@@ -42,28 +42,10 @@ READABLE_VERSIONS = ("2", "3", str(RECORD_VERSION))
 """Record versions this release reads (older parts read with the newer fields null)."""
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part
+    (:func:`rehearsal_env._atomic.write_atomic`: a unique temporary file, fsync, rename, fsync of the folder)."""
+    write_atomic(path, data)
 
 
 def encode_part(records: Sequence[EpisodeRecord]) -> bytes:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .._atomic import write_atomic
 from .._home import home
 
 PREFIX = "rk_"
@@ -88,12 +88,8 @@ class KeyStore:
 
     def _write(self, keys: list[ApiKey]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
         body = {"keys": [{**asdict(k), "scope": k.scope.value, "agents": list(k.agents)} for k in keys]}
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(body, indent=2) + "\n")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(body, indent=2) + "\n", mode=0o600)
 
     def create(self, scope: str | Scope, name: str = "", agents: Sequence[str] = ()) -> tuple[ApiKey, str]:
         """A new key of ``scope`` (bound to the agent names ``agents``, if any): (its stored entry, the key
