@@ -32,7 +32,7 @@ def packages() -> list[str]:
 
 
 EXTRAS = {"openenv": "openenv", "verifiers": "verifiers", "trl": "trl", "transformers": "trl", "datasets": "trl",
-          "mcp": "mcp", "llama_cpp": "live"}
+          "mcp": "mcp", "atif": "atif", "llama_cpp": "live"}
 """Top-level modules that only an extra installs, and that extra."""
 REQUIRE = {"live": "LIVE_MODEL"}
 """The ``REHEARSAL_REQUIRE_<PART>`` of an extra whose part is not named as the extra is."""

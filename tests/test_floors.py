@@ -47,7 +47,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("measure",),
     ("readiness", "improve"),
     # outside harnesses: the model gateway; an episode and the product's tools over MCP, ATIF
-    ("gateway", "harness"),
+    ("gateway", "harness", "trajectories"),
     ("cli",),
     ("__init__",),
 )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from ..provenance import OUTCOME_PROFILE
-from ..records import SEAL_FILE, schema_text, trusted_keys, verify_run_dir, verify_seal
+from ..records import SEAL_FILE, read_records, schema_text, trusted_keys, verify_run_dir, verify_seal
 from ..rescore import rescore_run
 from ._renamed import add_reward_profile
 
@@ -47,6 +48,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                              help="also accept seals made with this public key (ed25519:...; repeatable); "
                              "`rehearsal keys trust` keeps one for good")
     verify.set_defaults(handler=handle_verify)
+    export = esub.add_parser(
+        "export", help="write a run's episodes in another trajectory format (ATIF)",
+        description="Write each episode record of RUN_DIR as an ATIF v1.8 trajectory (the atif package's models; "
+                    "pip install 'rehearsal-env[atif]'), one JSON file per episode, with the verdict, checks and "
+                    "provenance in its extra.rehearsal. A holdout scenario's checks are written without their SQL, "
+                    "bound values and wanted value unless --holdout-checks.")
+    export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (episodes.parquet/)")
+    export.add_argument("--format", required=True, choices=("atif",), help="the trajectory format: atif")
+    export.add_argument("--out", metavar="DIR", help="where to write the files (default: RUN_DIR/atif)")
+    export.add_argument("--holdout-checks", action="store_true",
+                        help="include holdout scenarios' check SQL and wanted values (keep such files private)")
+    export.set_defaults(handler=handle_export)
 
 
 def handle_rescore(args: argparse.Namespace) -> int:
@@ -98,4 +111,19 @@ def handle_verify(args: argparse.Namespace) -> int:
 
 def handle_schema(args: argparse.Namespace) -> int:
     print(schema_text())
+    return 0
+
+
+def handle_export(args: argparse.Namespace) -> int:
+    try:  # deferred: the atif models are an optional extra, and every other eval command runs without them
+        from ..trajectories import file_name, to_trajectory
+    except ImportError as exc:
+        raise ValueError(f"--format atif needs the atif extra ({exc}); pip install 'rehearsal-env[atif]'") from None
+    records = read_records(args.run_dir)
+    out = Path(args.out) if args.out else Path(args.run_dir) / "atif"
+    out.mkdir(parents=True, exist_ok=True)
+    for index, record in enumerate(records):
+        document = to_trajectory(record, holdout_checks=args.holdout_checks).to_json_dict()
+        (out / file_name(index, record)).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(records)} ATIF trajectories to {out}/")
     return 0
