@@ -18,6 +18,17 @@ For each N, in this order:
   every 50 ms (peak).
 * **http, one session**: the same with N = 1: the bare round trip, no queueing.
 
+With ``--fairness`` (issue 21: no session can hurt another), instead: one well-behaved client (one API
+key, one session playing reference shop episodes) alone on a fresh ``rehearsal serve --keys``, then on
+another fresh server beside three hostile keys, each with several sessions sending one attack as
+``run_sql`` of the analytics world step after step: the heap attack (~57 MB of DISTINCT strings in one
+statement), a CPU-bound three-way cross join and an endless recursive count (a 5 s query each time).
+Printed: the victim's steps, episodes, errors, p50/p99 step latency and ``/health`` p50 in each phase, and
+attacked/solo ratios (the issue asks p50 and errors within 2x); ``--compare`` adds the obvious
+alternative, the same attacks on a server whose keys share one thread pool with no per-key limit::
+
+    flock /tmp/bench.lock .venv/bin/python benchmarks/serve.py --fairness --compare
+
 Printed per N: p50/p99 step latency, episodes/s, peak RSS, RSS per session ((peak - idle) / N), CPU
 per step of the process holding the sessions (and of the HTTP client), and the ratios http /
 in-process. Both sides share this machine's cores (the HTTP client is Python too), so on a small
@@ -43,6 +54,7 @@ from typing import Any
 import httpx
 
 import rehearsal_env
+import rehearsal_env.serve
 from rehearsal_env.agents import make_agent
 
 
@@ -262,6 +274,206 @@ def show(f: Figures) -> str:
             f"{f.client_cpu_ms_per_step:>9.2f}")
 
 
+# -- fairness: a well-behaved client alone, then beside hostile keys ---------------------------------
+HOSTILE_SQL = {
+    # ~57 MB of distinct 100-character strings held by one statement's sorter (the heap attack)
+    "heap": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 570000) "
+            "SELECT count(DISTINCT x || '" + "x" * 100 + "') AS n FROM c",
+    # a three-way cross join of the warehouse's orders (CPU until the 5 s statement deadline)
+    "cpu": "SELECT count(*) AS n FROM orders a, orders b, orders c WHERE a.id + b.id + c.id = -1",
+    # an endless recursive count (a 5 s query, over and over)
+    "slow": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) AS n FROM c",
+}
+"""The hostile keys' queries (``run_sql`` of the analytics world), one key per attack."""
+
+
+@dataclass(frozen=True)
+class Victim:
+    """What the well-behaved client saw in one phase."""
+
+    phase: str
+    steps: int
+    episodes: int
+    verified: int
+    errors: int
+    """HTTP errors (4xx/5xx other than a refused start) and requests that got no response."""
+    p50_ms: float
+    p99_ms: float
+    health_p50_ms: float
+    hostile_steps: int = 0
+    """Steps the hostile keys completed during the phase (how hard they pushed)."""
+
+
+def serve_with_keys(worlds: list[str], out: Path,
+                    extra: list[str]) -> tuple[subprocess.Popen[str], str, dict[str, str]]:
+    """``rehearsal serve`` with a keys file holding a victim key and one key per attack."""
+    keys_file = out / "keys.json"
+    store = rehearsal_env.serve.KeyStore(keys_file)
+    keys = {name: store.create("evaluate", name)[1] for name in ("victim", *HOSTILE_SQL)}
+    rehearsal = Path(sys.executable).with_name("rehearsal")
+    args = [str(rehearsal), "serve", "--port", "0", "--max-sessions", "200", "--out", str(out / "runs"),
+            "--idle-timeout", "600", "--keys", str(keys_file), *extra]
+    for w in worlds:
+        args += ["--world", w]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        raise RuntimeError(f"the server did not start: {line!r}")
+    url = line.split("listening on ", 1)[1].split()[0]
+    for _ in range(600):
+        try:
+            httpx.get(f"{url}/health", timeout=5).raise_for_status()
+            break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    return proc, url, keys
+
+
+def attack(url: str, kind: str, key: str, sessions: int, seconds: float) -> None:
+    """One hostile key: ``sessions`` sessions sending its query step after step for ``seconds``
+    (run in a child process; prints the steps it completed)."""
+    headers = {"Authorization": f"Bearer {key}"}
+    scenario = scenarios("analytics")[0]
+    action = json.dumps({"tool": "run_sql", "args": {"sql": HOSTILE_SQL[kind]}})
+    steps = 0
+    stop = time.monotonic() + seconds
+
+    async def one(http: httpx.AsyncClient) -> None:
+        nonlocal steps
+        while time.monotonic() < stop:
+            r = await http.post("/v1/episodes", json={"world": "analytics", "scenario": scenario,
+                                                      "agent": {"name": f"hostile-{kind}", "version": "1"}})
+            if r.status_code != 201:
+                await asyncio.sleep(0.5)
+                continue
+            eid, index = r.json()["episode_id"], 0
+            while time.monotonic() < stop:
+                r = await http.post(f"/v1/episodes/{eid}/step", json={"action": action, "step_index": index})
+                if r.status_code != 200:
+                    break
+                steps += 1
+                index = r.json()["step_index"]
+                if r.json()["terminated"] or r.json()["truncated"]:
+                    break
+
+    async def main() -> None:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
+            await asyncio.gather(*(one(http) for _ in range(sessions)), return_exceptions=True)
+
+    asyncio.run(main())
+    print(steps, flush=True)
+
+
+def victim(url: str, key: str, seconds: float, phase: str) -> Victim:
+    """The well-behaved client: one session playing reference episodes of the shop for ``seconds``; every
+    20th step also times ``/health``."""
+    world = rehearsal_env.load_world("shop")
+    ids = scenarios("shop")
+    latencies: list[float] = []
+    health: list[float] = []
+    errors = episodes = verified = 0
+    stop = time.monotonic() + seconds
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
+        while time.monotonic() < stop:
+            scenario = ids[episodes % len(ids)]
+            try:
+                r = http.post("/v1/episodes", json={"world": "shop", "scenario": scenario,
+                                                    "agent": {"name": "victim", "version": "1"}})
+            except httpx.TransportError:
+                errors += 1
+                continue
+            if r.status_code != 201:
+                errors += 1
+                continue
+            started = r.json()
+            agent = make_agent("reference", world.scenario(scenario))
+            observation, info, index = started["observation"], {"tools": started["tools"]}, 0
+            while True:
+                t0 = time.perf_counter()
+                try:
+                    r = http.post(f"/v1/episodes/{started['episode_id']}/step",
+                                  json={"action": agent(observation, info), "step_index": index})
+                except httpx.TransportError:
+                    errors += 1
+                    break
+                latencies.append((time.perf_counter() - t0) * 1000)
+                if r.status_code != 200:
+                    errors += 1
+                    break
+                result = r.json()
+                observation, index = result["observation"], result["step_index"]
+                if len(latencies) % 20 == 0:
+                    t0 = time.perf_counter()
+                    http.get("/health")
+                    health.append((time.perf_counter() - t0) * 1000)
+                if result["terminated"] or result["truncated"]:
+                    episodes += 1
+                    verified += result["verdict"]["outcome"] == "verified"
+                    break
+    return Victim(phase, len(latencies), episodes, verified, errors, percentile(latencies, 0.5),
+                  percentile(latencies, 0.99), percentile(health or [0.0], 0.5))
+
+
+def fairness_phase(phase: str, seconds: float, sessions: dict[str, int], extra: list[str]) -> Victim:
+    """A fresh server; the victim alone (no ``sessions``) or beside the hostile keys, after they ramp up."""
+    with tempfile.TemporaryDirectory(prefix="rehearsal-bench-fair-") as tmp:
+        proc, url, keys = serve_with_keys(["shop", "analytics"], Path(tmp), extra)
+        attackers: list[subprocess.Popen[str]] = []
+        try:
+            victim(url, keys["victim"], 2.0, "warm-up")
+            ramp = 8.0 if sessions else 0.0
+            for kind, n in sessions.items():
+                attackers.append(subprocess.Popen(
+                    [sys.executable, __file__, "--attack", url, kind, keys[kind], str(n), str(ramp + seconds + 2)],
+                    stdout=subprocess.PIPE, text=True))
+            time.sleep(ramp)  # every hostile session is mid-query before the victim starts
+            seen = victim(url, keys["victim"], seconds, phase)
+            hostile = 0
+            for a in attackers:
+                out, _ = a.communicate(timeout=300)
+                hostile += int(out.strip().splitlines()[-1]) if out.strip() else 0
+            return Victim(**{**asdict(seen), "hostile_steps": hostile})
+        finally:
+            for a in attackers:
+                if a.poll() is None:
+                    a.kill()
+            proc.terminate()
+            proc.wait(120)
+
+
+def show_victim(v: Victim) -> str:
+    return (f"{v.phase:<34}{v.steps:>7}{v.episodes:>6}{v.verified:>6}{v.errors:>7}{v.p50_ms:>9.2f}{v.p99_ms:>9.1f}"
+            f"{v.health_p50_ms:>10.2f}{v.hostile_steps:>9}")
+
+
+def fairness(seconds: float, sessions: dict[str, int], compare: bool) -> list[Victim]:
+    """The issue's figure: the victim's step p50 and errors alone and beside the attacks (ratio <= 2 met)."""
+    print(f"{os.cpu_count()} CPUs; victim: one session of reference shop episodes for {seconds:g} s; hostile keys "
+          f"(analytics run_sql): " + ", ".join(f"{k} x{n}" for k, n in sessions.items()))
+    print(f"{'phase':<34}{'steps':>7}{'eps':>6}{'ver':>6}{'errors':>7}{'p50 ms':>9}{'p99 ms':>9}"
+          f"{'/health':>10}{'hostile':>9}")
+    solo = fairness_phase("victim alone", seconds, {}, [])
+    print(show_victim(solo), flush=True)
+    attacked = fairness_phase("victim + attacks (fair shares)", seconds, sessions, [])
+    print(show_victim(attacked), flush=True)
+    results = [solo, attacked]
+    if compare:  # the obvious alternative: one thread pool for everyone (a key may take every thread)
+        unfair = fairness_phase("victim + attacks (no per-key share)", seconds, sessions,
+                                ["--threads-per-key", "8", "--max-sessions-per-key", "200"])
+        print(show_victim(unfair), flush=True)
+        results.append(unfair)
+    p50 = attacked.p50_ms / solo.p50_ms
+    errors_ok = attacked.errors <= 2 * solo.errors
+    print(f"  attacked/solo: step p50 {p50:.2f}x ({'met' if p50 <= 2 else 'NOT met'}: at most 2x), errors "
+          f"{attacked.errors} vs {solo.errors} ({'met' if errors_ok else 'NOT met'}), steps "
+          f"{attacked.steps / max(1, solo.steps):.2f}x")
+    if compare:
+        print(f"  without per-key shares: step p50 {results[2].p50_ms / solo.p50_ms:.2f}x, errors {results[2].errors}, "
+              f"steps {results[2].steps / max(1, solo.steps):.2f}x")
+    return results
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, nargs="+", default=[100, 1000],
@@ -269,8 +481,25 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=3, help="episodes each session plays (default 3)")
     p.add_argument("--world", default="shop")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    p.add_argument("--fairness", action="store_true",
+                   help="instead: a well-behaved client alone, then beside hostile keys (heap, CPU and slow queries)")
+    p.add_argument("--seconds", type=float, default=20.0, help="--fairness: seconds the victim plays per phase")
+    p.add_argument("--hostile", nargs=3, type=int, default=[3, 3, 8], metavar=("HEAP", "CPU", "SLOW"),
+                   help="--fairness: sessions per hostile key (default 3 3 8)")
+    p.add_argument("--compare", action="store_true",
+                   help="--fairness: also run the attacks on a server without per-key shares")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--attack", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.attack:
+        url, kind, key, n, seconds = args.attack
+        attack(url, kind, key, int(n), float(seconds))
+        return
+    if args.fairness:
+        found = fairness(args.seconds, dict(zip(HOSTILE_SQL, args.hostile, strict=True)), args.compare)
+        if args.json:
+            args.json.write_text(json.dumps([asdict(v) for v in found], indent=2) + "\n")
+        return
     if args.child:
         world, sessions, episodes = args.child
         print(json.dumps(in_process(world, int(sessions), int(episodes))))

@@ -21,7 +21,7 @@ import pytest
 import rehearsal_env
 from rehearsal_env.agents import make_agent
 from rehearsal_env.cli import main as cli
-from rehearsal_env.readiness import assess, format_readiness, judge
+from rehearsal_env.readiness import assess, format_readiness, readiness_of
 from rehearsal_env.records import read_records
 from rehearsal_env.serve import FairLimiter, KeyStore, ServeConfig, ServerThread, create_app
 
@@ -176,7 +176,7 @@ def test_records_carry_the_key_id_and_readiness_never_mixes_keys(tmp_path: Path)
         assert v.counted == 1 and v.other_keys and "also played by key(s)" in " ".join(v.reasons)
         assert f"(played by key {v.key_id})" in format_readiness(v)
     with pytest.raises(ValueError, match="one API key's episodes"):
-        judge(records)
+        readiness_of(records)
     [alone] = assess([r for r in records if r.key_id == owner.id])
     assert alone.key_id == owner.id and not alone.other_keys
 
@@ -236,3 +236,26 @@ def test_one_keys_slow_work_never_takes_the_threads_another_key_needs() -> None:
     took, running, waiting = anyio.run(main)
     assert took < 2 and (running, waiting) == (2, 4)
     assert done.count("slow") == 6 and done.index("quick") == 0
+
+
+def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_again() -> None:
+    release = threading.Event()
+
+    async def main() -> tuple[bool, int, int, bool, bool]:
+        limiter = FairLimiter(total=4, per_key=2, heavy_total=1, heavy_s=0.05)
+        await limiter.run("analyst", time.sleep, 0.2)  # one slow request: the key is heavy now
+        heavy = limiter.heavy("analyst")
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(limiter.run, "analyst", release.wait, 10)
+            await anyio.sleep(0.2)
+            running, waiting = limiter.running("analyst"), limiter.waiting("analyst")  # one heavy thread at most
+            await limiter.run("victim", time.sleep, 0)
+            victim_light = not limiter.heavy("victim")
+            release.set()
+        for _ in range(10):
+            await limiter.run("analyst", time.sleep, 0)
+        return heavy, running, waiting, victim_light, limiter.heavy("analyst")
+
+    heavy, running, waiting, victim_light, still_heavy = anyio.run(main)
+    assert heavy and (running, waiting) == (1, 1) and victim_light and not still_heavy

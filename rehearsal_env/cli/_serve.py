@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..backends import BACKENDS
-from ..serve import KEEP_ALIVE_S, ServeConfig, default_keys_path, run_server
+from ..serve import KEEP_ALIVE_S, MAX_BODY_BYTES, ServeConfig, default_keys_path, run_server
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--threads", type=int, default=8, help="worker threads per process for database work (default: 8)")
     p.add_argument("--threads-per-key", type=int, default=None, metavar="N",
                    help="worker threads one API key's requests may hold at once (default: a quarter of --threads)")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20, metavar="N",
-                   help="largest request body; a longer one is refused (413) unread (default: 1 MiB)")
+    p.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, metavar="N",
+                   help=f"largest request body; a longer one is refused (413) unread (default: {MAX_BODY_BYTES}, "
+                        f"the longest action the action space allows)")
     p.add_argument("--keep-alive", type=float, default=KEEP_ALIVE_S,
                    help=f"seconds an idle connection stays open (default: {KEEP_ALIVE_S})")
     p.add_argument("--log-level", default="warning", help="uvicorn's log level (default: warning)")

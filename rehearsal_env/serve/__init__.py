@@ -7,7 +7,7 @@ requests get a fair share of the worker threads (:class:`FairLimiter`).
 """
 
 from ._app import app_from_environment, create_app
-from ._config import CONFIG_ENV, ServeConfig
+from ._config import CONFIG_ENV, MAX_BODY_BYTES, ServeConfig
 from ._fair import FairLimiter
 from ._keys import SCOPES, ApiKey, KeyStore, Scope, default_keys_path
 from ._recorder import SERVE_FILE, Recorder, RunDir
@@ -28,6 +28,7 @@ from ._sessions import SessionTable
 __all__ = [
     "CONFIG_ENV",
     "KEEP_ALIVE_S",
+    "MAX_BODY_BYTES",
     "SCOPES",
     "SERVE_FILE",
     "ApiKey",

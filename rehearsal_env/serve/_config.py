@@ -6,6 +6,12 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..env import MAX_ACTION
+
+MAX_BODY_BYTES = 2 * MAX_ACTION + (1 << 16)
+"""The default bound on a request body: the longest action the action space allows, every character of it
+escaped in JSON (two bytes), plus room for the rest of the request."""
+
 CONFIG_ENV = "REHEARSAL_SERVE_CONFIG"
 """The environment variable that carries a :class:`ServeConfig` (JSON) to ``--workers`` processes."""
 
@@ -38,7 +44,7 @@ class ServeConfig:
     """Live sessions one key may hold (None: a quarter of ``max_sessions``, at least 1)."""
     threads_per_key: int | None = None
     """Worker threads one key's requests may hold at once (None: a quarter of ``threads``, at least 1)."""
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = MAX_BODY_BYTES
     """Largest request body; a longer one is refused with 413 before it is read further."""
 
     def __post_init__(self) -> None:

@@ -137,7 +137,7 @@ class SessionTable:
                 self._not_played(who, world, scenario, seed, profile, agent, agent_version, f"no database: {exc}")
                 raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
             try:
-                env = RehearsalEnv(scenario, world, database=db, stress=self.stress, profile=profile)
+                env = RehearsalEnv(scenario, world, database=db, stress=self.stress, reward_profile=profile)
                 observation, _ = env.reset(seed=seed)
             except DatabaseError as exc:
                 with contextlib.suppress(DatabaseError):
