@@ -127,25 +127,46 @@ def test_episode_ending_mid_batch_answers_every_call(server: ModelServer, shop: 
     assert answers[calls[1]]["status"] == "not_run"
 
 
-@pytest.mark.parametrize(("reply", "problem"), [
-    (Reply.raw_call("get_order", '{"order_id": 32'), "not valid JSON"),
-    (Reply.call("refund_everything", order_id=3294), "no tool 'refund_everything'"),
-    (Reply(tool_calls=(("finish", '{"message": "Done."}'),), finish_reason="length"), "cut off"),
-    (Reply.text("I will refund the Mini Backp", finish_reason="length"), "cut off"),
-    (Reply(content=None), "neither text nor a tool call"),
+@pytest.mark.parametrize(("reply", "problem", "kind"), [
+    (Reply.raw_call("get_order", '{"order_id": 32'), "not valid JSON", "malformed_json"),
+    (Reply.call("refund_everything", order_id=3294), "no tool 'refund_everything'", "unknown_tool"),
 ])
-def test_malformed_replies_are_rejected_attempts_the_model_sees(server: ModelServer, shop: World, reply: Reply,
-                                                                problem: str) -> None:
+def test_malformed_calls_are_rejected_attempts_the_model_sees(server: ModelServer, shop: World, reply: Reply,
+                                                              problem: str, kind: str) -> None:
     model = f"malformed-{problem}"
     server.script(model, reply, Reply.call("give_up", reason="after the rejection"))
-    result, _ = play(server, shop, SHOP, model)
+    result, agent = play(server, shop, SHOP, model)
     first = result.episode.trace[0]
-    assert first.status == "rejected"  # never carried out: a cut-off finish does not end the episode
-    assert result.verdict.metrics.rejected_attempts == 1
+    assert first.status == "rejected"
+    assert result.verdict.metrics.rejected_attempts == 1 and agent.rejections == {1: kind}
     assert result.verdict.ending.value == "gave_up" and result.verdict.outcome.value == "not_achieved"
     assert result.verdict.metrics.tokens == 200  # the rejected reply's usage still counts
-    answer = tool_answers(last_request(server, model))[0]
+    answer = tool_answers(last_request(server, model))[0]  # the model's real call stays, with its answer
     assert answer["status"] == "rejected" and problem in json.dumps(answer)
+
+
+@pytest.mark.parametrize(("reply", "note", "kind"), [
+    (Reply(tool_calls=(("finish", '{"message": "Done."}'),), finish_reason="length"), "cut off", "cut_off_length"),
+    (Reply.text("I will refund the Mini Backp", finish_reason="length"), "cut off", "cut_off_length"),
+    (Reply(content=None), "neither text nor a tool call", "empty_reply"),
+])
+def test_dropped_replies_stay_out_of_the_history(server: ModelServer, shop: World, reply: Reply, note: str,
+                                                 kind: str) -> None:
+    model = f"dropped-{kind}-{reply.content}"
+    server.script(model, reply, Reply.call("get_order", order_id=3294), Reply.call("give_up", reason="stop"))
+    result, agent = play(server, shop, SHOP, model)
+    first = result.episode.trace[0]
+    assert first.status == "rejected"  # never carried out: a cut-off finish does not end the episode
+    assert agent.rejections == {1: kind} and json.loads(first.action)["args"]["dropped_reply"]["kind"] == kind
+    assert result.verdict.metrics.tokens == 300  # the dropped reply's usage still counts
+    after, last = [r for r in server.requests if r["model"] == model][1:]
+    assert after["messages"][-1]["role"] == "user" and note in after["messages"][-1]["content"]
+    assert after["messages"][-1]["content"].startswith("[From the environment, not the customer]")
+    for request in (after, last):  # no call stands in for the dropped reply; the note is gone next time
+        assert [m for m in request["messages"] if m["role"] == "assistant"] == last["messages"][2:3][:len(
+            [m for m in request["messages"] if m["role"] == "assistant"])]
+        assert "invalid_reply" not in json.dumps(request["messages"])
+    assert not any(note in str(m.get("content")) for m in last["messages"])
 
 
 def test_rate_limit_then_success_is_retried(server: ModelServer, shop: World) -> None:
@@ -156,10 +177,9 @@ def test_rate_limit_then_success_is_retried(server: ModelServer, shop: World) ->
 
 
 @pytest.mark.parametrize("replies", [
-    [Reply(content="late", delay_s=1.0)] * 3,  # slower than the 0.2 s timeout, every try
     [Reply.error(500, "boom")] * 3,
     [Reply.error(429, "quota", retry_after_ms=1)] * 3,
-], ids=["timeout", "5xx", "429"])
+], ids=["5xx", "429"])
 def test_provider_failures_end_in_a_provider_error(server: ModelServer, shop: World, replies: list[Reply]) -> None:
     model = f"failing-{id(replies)}"
     server.script(model, *replies)
@@ -236,7 +256,7 @@ def test_rehearsal_run_against_the_test_server(server: ModelServer, tmp_path: Pa
 def test_in_flight_episodes_record_what_a_serial_run_records(server: ModelServer, tmp_path: Path) -> None:
     profile = AgentProfile(name="p", model="scripted", sampling=Sampling(temperature=0.0))
     shaped = {"world": "shop", "agent": "p", "agent_version": "v1", "scenarios": DEV, "repeats": 2,
-              "agent_profile": profile.to_toml(), "base_url": server.base_url, "run_id": "run_same"}
+              "agent_profile": profile.to_toml(), "endpoint": Endpoint(base_url=server.base_url), "run_id": "run_same"}
     run(RunConfig(**shaped), tmp_path / "serial")  # type: ignore[arg-type]
     run(RunConfig(**shaped, concurrency=4), tmp_path / "inflight")  # type: ignore[arg-type]
 

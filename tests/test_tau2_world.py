@@ -20,6 +20,8 @@ from rehearsal_env.importers.tau2._tools_common import evaluate
 from rehearsal_env.runner import run_episode
 from rehearsal_env.tools import ToolFailed
 from rehearsal_env.verdict import Outcome
+from rehearsal_env.versions._isolation import clock_fact
+from rehearsal_env.versions._validate import validate_scenario
 
 
 def _outcome(world_name: str, scenario_id: str, agent: str) -> tuple[Outcome, list[str]]:
@@ -192,3 +194,21 @@ def test_the_customer_speaks_as_a_customer_never_the_simulators_brief(domain: st
                         assert sentence not in text, (scenario.id, sentence)
         for fact in re.findall(r"#W\d+|\b[a-z]+_[a-z]+_\d+\b|\b\d{5}\b", brief.get("known_info") or ""):
             assert fact in said, (scenario.id, fact)  # what the user knows, it tells when asked
+
+
+def test_the_airline_clock_is_frozen_its_flight_dates_are_the_datas_own() -> None:
+    world = tau2_world("airline")
+    db = open_database(world, "sqlite")
+    stamps: set[str] = set()
+    validations = []
+    booking = {"book_reservation", "update_reservation_flights"}  # the calls that write flight dates
+    for scenario in world.scenarios():
+        if scenario.id.startswith("task-") and booking & {c.tool for c in scenario.reference.calls}:
+            validation, written = validate_scenario(world, scenario, db, stress=False)
+            stamps |= written
+            validations.append(validation)
+    db.close()
+    assert len(validations) >= 5
+    fact = clock_fact(world, stamps, validations, today="2099-01-01")
+    assert fact.holds, fact.detail  # booked flights' future dates come from the data, not from the clock
+    assert all(s[:10] <= world.data_anchor.isoformat() for s in stamps)

@@ -104,6 +104,7 @@ def test_world_build_and_page_from_the_command_line(tmp_path: Path,
     for heading in ("## Validation", "## Kept out", "## Withdrawn", "## Reset and isolation", "## Content"):
         assert heading in page
     assert f"| {shop.scenarios()[0].id} | {shop.scenarios()[0].split} |" in page
+    assert "Prompt for a model agent, role support_agent: system message" in page and "tokens with the opening" in page
     assert "<h2>Reset and isolation</h2>" in html.read_text() and vid in html.read_text()
 
 

@@ -10,13 +10,23 @@ that spell out the record's keyword list.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
-from ..agents import AgentProfile
+from ..agents import AgentProfile, record_fields
 from ..env import Episode
 from ..provenance import Provenance
 from ..records import EpisodeRecord, not_played_record, record_episode
 from ..scenarios import Scenario
+from ..tools import BUILTIN_TOOLS, retry_operation
 from ..verdict import NotScoredCause
+
+NOT_WORLD_TOOLS = frozenset({t.name for t in BUILTIN_TOOLS} | {retry_operation.name})
+"""The built-in tools every world has (not the world's own)."""
+
+
+def world_tool_calls(trace: tuple[Any, ...]) -> int:
+    """Calls of the world's own tools that were carried out (not rejected), in a record's trace."""
+    return sum(1 for t in trace if not t.rejected and t.tool is not None and t.tool not in NOT_WORLD_TOOLS)
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,8 @@ class RecordStamp:
         record = record_episode(episode, run_id=self.run_id, agent=self.agent, agent_version=self.agent_version,
                                 repeat=repeat, seed=seed, backend=self.backend, stress=self.stress,
                                 provenance=self.provenance)
+        record = replace(record, world_tool_calls=world_tool_calls(record.trace),
+                         **record_fields(agent, record.trace))  # a model agent's rejected kinds, its prompt's hashes
         profile = self.agent_profile
         if profile is None and self.customer_model is None:
             return record

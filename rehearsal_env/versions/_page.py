@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from ..agents import DEFAULT_INSTRUCTIONS, prompt_size
+from ..worlds import load_world
 from ._crashes import tool_crash_counts
 from ._live import describe_attempt, latest_by_scenario, load_attempts
 from ._manifest import CHECK_LABELS, Fact, Manifest
@@ -62,12 +64,37 @@ def summary_line(manifest: Manifest) -> str:
             f"{len(manifest.in_use)} in use")
 
 
+def prompt_lines(manifest: Manifest) -> list[str]:
+    """What a model agent is given here, per role, for the largest scenario: the ``openai`` agent's system
+    message (default instructions), the role's tool schemas, and the estimated prompt tokens of the first
+    request (:func:`~rehearsal_env.agents.prompt_tokens`, erring high; compare with the model's context).
+    Empty when the world is not installed here."""
+    try:
+        world = load_world(manifest.version.world)
+    except (KeyError, ValueError, OSError):
+        return []
+    largest: dict[str, dict[str, int]] = {}
+    for v in manifest.version.validation:
+        try:
+            scenario = world.scenario(v.scenario)
+        except KeyError:
+            continue
+        size = prompt_size(world, scenario, DEFAULT_INSTRUCTIONS)
+        if size["tokens"] > largest.get(scenario.role, {}).get("tokens", -1):
+            largest[scenario.role] = size
+    return [f"Prompt for a model agent, role {role}: system message {s['system_chars']:,} characters, "
+            f"{s['tools']} tool schemas {s['tools_chars']:,} characters; about {s['tokens']:,} tokens with the "
+            "opening message (largest scenario; estimated, erring high: a model's context must hold this plus "
+            "the conversation)" for role, s in sorted(largest.items())]
+
+
 def render_markdown(manifest: Manifest) -> str:
     """The world page as Markdown."""
     v = manifest.version
     out = [f"# World {v.world}: version `{v.id}`", "",
            f"Clock frozen at **{v.clock}** (data anchor {v.data_anchor}); validated on {v.backend}, "
-           f"rules v{v.validator}.", "", summary_line(manifest) + ".", "", "## Validation", ""]
+           f"rules v{v.validator}.", "", summary_line(manifest) + ".", "",
+           *[line for text in prompt_lines(manifest) for line in (text + ".", "")], "## Validation", ""]
     rows = page_rows(manifest)
     live = any(r.live for r in rows)
     out.append("| Scenario | Split | Category | " + " | ".join(SHORT.values()) + " | Status |"
@@ -145,7 +172,8 @@ def render_html(manifest: Manifest) -> str:
          f"<h1>World {escape(v.world)}: version <code>{escape(v.id)}</code></h1>",
          f"<p class=sub>Clock frozen at <b>{escape(v.clock)}</b> (data anchor {escape(v.data_anchor)}); "
          f"validated on {escape(v.backend)}, rules v{v.validator}.</p>",
-         f"<p class=summary>{escape(summary_line(manifest))}.</p>", "<h2>Validation</h2>"]
+         f"<p class=summary>{escape(summary_line(manifest))}.</p>",
+         *[f"<p class=sub>{escape(text)}.</p>" for text in prompt_lines(manifest)], "<h2>Validation</h2>"]
     page = page_rows(manifest)
     live = any(r.live for r in page)
     rows = [_td(r.scenario, code=True) + _td(r.split) + _td(r.category)
