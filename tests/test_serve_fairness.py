@@ -131,11 +131,15 @@ def test_a_lone_surrogate_in_an_action_is_a_rejected_attempt(tmp_path: Path) -> 
                           headers={"content-type": "application/json"})
         key = http.post("/v1/episodes", content=b'{"world": "shop", "scenario": "x", "\\ud800": 1}',
                         headers={"content-type": "application/json"})
-        final = step(http, eid, GIVE_UP, 2)
+        long_action = step(http, eid, json.dumps({"tool": "get_order", "args": {"order_id": "9" * 200_000}}), 2)
+        long_start = start(http, "x" * 100_000)  # only a step may carry a long body
+        final = step(http, eid, GIVE_UP, 3)
+    assert long_action["status"] in ("rejected", "error") and long_action["turn"] == 3
+    assert long_start.status_code == 413 and "at most 65536 bytes" in long_start.json()["detail"]
     assert r.status_code == 200 and r.json()["status"] == "rejected" and "surrogate" in r.json()["observation"]
     assert bare.status_code == 200 and bare.json()["status"] == "rejected" and bare.json()["turn"] == 2
     assert wrong.status_code == 422 and key.status_code == 422  # malformed requests, never HTTP 500
-    assert final["verdict"]["metrics"]["rejected_attempts"] == 2
+    assert final["verdict"]["metrics"]["rejected_attempts"] >= 2
 
 
 def test_holdout_episodes_return_outcome_ending_and_reward_only(tmp_path: Path) -> None:

@@ -21,8 +21,11 @@ from ._deps import State, Table, Who
 from ._limits import json_response
 from ._models import ApiError, CreateEpisode, EpisodeStarted, EpisodeState, Step, StepResult
 from ._session import Principal, Session, detail_view, verdict_view
+from ._state import ServerState
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
+PARSE_ON_LOOP = 1 << 16
+"""Longest step body parsed on the event loop; a longer one is parsed in a worker thread."""
 
 
 def _turn(session: Session) -> int:
@@ -42,11 +45,14 @@ def episode_state(session: Session, who: Principal) -> dict[str, Any]:
             "run_dir": str(session.run_dir.path) if session.run_dir else None, "caveats": session.caveats}
 
 
-async def _step_body(request: Request) -> tuple[int, str]:
+async def _step_body(request: Request, state: ServerState, who: Principal) -> tuple[int, str]:
     """The step's index and action from the raw body. An action that no response could echo (a lone
-    surrogate) still reaches the env, which rejects it as a malformed action: a rejected attempt."""
+    surrogate) still reaches the env, which rejects it as a malformed action: a rejected attempt. A long body
+    is parsed in a worker thread, within the key's share, never on the event loop."""
+    raw_body = await request.body()
     try:
-        data = json.loads(await request.body())
+        data = (json.loads(raw_body) if len(raw_body) <= PARSE_ON_LOOP
+                else await state.off_loop(who.key_id, json.loads, raw_body))
     except ValueError:
         raise HTTPException(422, 'expected a JSON object {"action": TEXT, "step_index": N}; the body is not '
                                  'JSON (or not UTF-8)') from None
@@ -95,7 +101,7 @@ async def start(body: CreateEpisode, state: State, table: Table, who: Who) -> Re
                  "schema": Step.model_json_schema(ref_template="#/components/schemas/{model}")}}}})
 async def step(episode_id: str, request: Request, state: State, table: Table, who: Who) -> Response:
     session = table.get(who, episode_id, play=True)
-    step_index, action = await _step_body(request)
+    step_index, action = await _step_body(request, state, who)
     result = await state.off_loop(who.key_id, table.step, session, step_index, action)
     if result["terminated"] or result["truncated"]:
         split = session.scenario.split

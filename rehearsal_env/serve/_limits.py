@@ -13,6 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_URL = 4096
 """Longest path plus query string."""
+MAX_OTHER_BODY = 1 << 16
+"""Largest body of any request but a step (starting an episode carries names and numbers only)."""
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -27,8 +29,9 @@ def too_large(limit: int, got: str) -> str:
 
 
 class BodyLimit:
-    """ASGI middleware: a ``Content-Length`` over ``limit`` is refused (413) before the body is read, a body
-    sent in chunks is cut off (413) as soon as it passes ``limit``, a URL over :data:`MAX_URL` is 414."""
+    """ASGI middleware: a ``Content-Length`` over the bound is refused (413) before the body is read, a body
+    sent in chunks is cut off (413) as soon as it passes the bound, a URL over :data:`MAX_URL` is 414. The
+    bound is ``limit`` for a step (it carries the action) and :data:`MAX_OTHER_BODY` for anything else."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -42,10 +45,11 @@ class BodyLimit:
             await json_response({"detail": f"expected a URL of at most {MAX_URL} characters; got {url}. World and "
                                            f"scenario names are short"}, 414)(scope, receive, send)
             return
+        limit = self.limit if scope["path"].endswith("/step") else min(self.limit, MAX_OTHER_BODY)
         declared = [v for k, v in scope["headers"] if k == b"content-length"]
-        if declared and (not declared[0].isdigit() or int(declared[0]) > self.limit):
+        if declared and (not declared[0].isdigit() or int(declared[0]) > limit):
             got = f"Content-Length {declared[0][:20].decode('latin-1')}"
-            await json_response({"detail": too_large(self.limit, got)}, 413,
+            await json_response({"detail": too_large(limit, got)}, 413,
                                 {"Connection": "close"})(scope, receive, send)
             return
         seen = 0
@@ -55,8 +59,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise HTTPException(413, too_large(self.limit, f"more than {self.limit} bytes"),
+                if seen > limit:
+                    raise HTTPException(413, too_large(limit, f"more than {limit} bytes"),
                                         headers={"Connection": "close"})
             return message
 
