@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rehearsal_env"
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     # the world: its parts, bottom up
-    ("_version", "_home", "_atomic", "_process", "schema", "checks"),
+    ("_version", "_home", "_atomic", "_process", "_declared", "schema", "checks"),
     ("backends",),
     ("services", "verdict"),
     ("tools",),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,13 @@ def test_a_run_records_the_profile_version(tmp_path: Path, monkeypatch: pytest.M
             assert (record.temperature, record.top_p, record.sampling_seed, record.max_tokens) == (0.2, 0.9, 7, 256)
     first = [r for r in server.requests if "Always check the order" in r["messages"][0]["content"]]
     assert first and first[0]["temperature"] == 0.2  # v2's instructions and sampling reached the model
+
+
+def test_a_bad_profile_file_names_its_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bot.toml"
+    path.write_text('name = "bot"\nmodel = "m"\n\n[sampling]\nseed = 1\ntemperature = 9\n\n[provider]\nstream = 2\n')
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:6: expected sampling.temperature in \[0, 2\]"):
+        load_profile_file(path)
+    path.write_text('name = "bot"\nmodel = "m"\n[provider]\nstream = 2\n')
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}:4: expected provider.stream to be true or false"):
+        load_profile_file(path)

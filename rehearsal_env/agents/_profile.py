@@ -51,14 +51,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .._atomic import write_atomic
+from .._declared import read_toml, validated
 from .._home import agent_profiles
 from .._version import __version__
 
@@ -258,113 +259,117 @@ def model_profile(model: str) -> AgentProfile:
     return AgentProfile(name=f"openai:{model}", agent="openai", model=model, instructions=DEFAULT_INSTRUCTIONS)
 
 
-def _fail(source: str, message: str) -> ValueError:
-    return ValueError(f"{source}: {message}")
+class _SamplingFile(BaseModel):
+    """``[sampling]`` of a profile file."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+class _ProviderFile(BaseModel):
+    """``[provider]`` of a profile file."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool | None = None
+    stream: bool = True
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _choice(cls, choice: str) -> str:
+        if choice not in TOOL_CHOICES:
+            raise ValueError(f"expected provider.tool_choice to be one of {', '.join(TOOL_CHOICES)}, got {choice!r}")
+        return choice
+
+    @field_validator("extra_body")
+    @classmethod
+    def _body(cls, body: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(set(body) & RESERVED_BODY_KEYS)
+        if clash:
+            raise ValueError(f"provider.extra_body may not set {clash}: the profile sets them elsewhere "
+                             "([sampling], [provider] tool_choice, parallel_tool_calls, stream)")
+        text = json.dumps(body, sort_keys=True, default=str)
+        if len(text) > MAX_EXTRA_BODY_CHARS:
+            raise ValueError(f"expected provider.extra_body under {MAX_EXTRA_BODY_CHARS} characters as JSON, "
+                             f"got {len(text)}")
+        if json.loads(text) != body:
+            raise ValueError("expected provider.extra_body to hold JSON values only (strings, numbers, booleans, "
+                             "arrays, tables); dates and times are not sent as given")
+        return body
+
+
+class _ProfileFile(BaseModel):
+    """An agent profile file: every key, its type and its bounds (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: str = Field(pattern=_NAME.pattern)
+    agent: str = "openai"
+    model: str | None = None
+    instructions: str = ""
+    sampling: _SamplingFile = Field(default_factory=_SamplingFile)
+    max_model_calls: int | None = Field(default=None, ge=1)
+    context: int | None = Field(default=None, ge=16)
+    max_call_s: float | None = Field(default=None, gt=0)
+    provider: _ProviderFile = Field(default_factory=_ProviderFile)
+    version: int | None = Field(default=None, ge=1, exclude=True)
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, agent: str) -> str:
+        if not (agent == "openai" or is_builtin(agent)):
+            raise ValueError(f"expected agent to be one of {', '.join(AGENT_KINDS)}, got {agent!r}")
+        return agent
+
+    @model_validator(mode="after")
+    def _model(self) -> _ProfileFile:
+        if self.agent == "openai" and not self.model:
+            raise ValueError(f'an openai profile needs model = "MODEL NAME", got {self.model!r}')
+        if self.agent != "openai" and self.model is not None:
+            raise ValueError(f"a built-in {self.agent!r} profile has no model; remove model = {self.model!r}")
+        return self
+
+
+_MESSAGES = {
+    "name": 'expected name = "..." (letters, digits, _ . : -; at most 100), got {got}',
+    "instructions": "expected instructions to be a string, got {got}",
+    "max_model_calls": "expected max_model_calls to be a positive integer, got {got}",
+    "version": "expected version to be a positive integer, got {got}",
+    "context": "expected context to be the model's context in tokens (an integer >= 16), got {got}",
+    "max_call_s": "expected max_call_s to be seconds > 0, got {got}",
+    "sampling": "expected a [sampling] table, got {got}",
+    "sampling.temperature": "expected sampling.temperature in [0, 2] (a number), got {got}",
+    "sampling.top_p": "expected sampling.top_p in (0, 1] (a number), got {got}",
+    "sampling.seed": "expected sampling.seed to be an integer, got {got}",
+    "sampling.max_tokens": "expected sampling.max_tokens to be an integer >= 1, got {got}",
+    "provider": "expected a [provider] table, got {got}",
+    "provider.parallel_tool_calls": "expected provider.parallel_tool_calls to be true or false, got {got}",
+    "provider.stream": "expected provider.stream to be true or false, got {got}",
+    "provider.extra_body": "expected provider.extra_body to be a table, got {got}",
+}
+"""The wording of each key's error (what the hand-written checks said before the profile was declared)."""
 
 
 def parse_profile(text: str, source: str = "profile") -> AgentProfile:
-    """A profile from TOML text, checked (unknown keys, types and ranges say what was expected).
+    """A profile from TOML text, checked against its declaration (:class:`_ProfileFile`: unknown keys, types
+    and ranges say what was expected, with the file and line).
 
     Raises:
-        ValueError: the text is not a valid profile; the message names the key and how to fix it.
+        ValueError: ``SOURCE:LINE: ...``: the text is not a valid profile; the message names the key and how
+            to fix it.
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise _fail(source, f"not valid TOML ({exc})") from None
-    known = {"name", "agent", "model", "instructions", "sampling", "max_model_calls", "context", "max_call_s",
-             "provider", "version"}
-    extra = sorted(set(data) - known)
-    if extra:
-        raise _fail(source, f"unknown key(s) {extra}; a profile has {sorted(known - {'version'})}")
-    name = data.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise _fail(source, f"expected name = \"...\" (letters, digits, _ . : -; at most 100), got {name!r}")
-    agent = data.get("agent", "openai")
-    if not isinstance(agent, str) or not (agent == "openai" or is_builtin(agent)):
-        raise _fail(source, f"expected agent to be one of {', '.join(AGENT_KINDS)}, got {agent!r}")
-    model = data.get("model")
-    if agent == "openai" and (not isinstance(model, str) or not model):
-        raise _fail(source, f'an openai profile needs model = "MODEL NAME", got {model!r}')
-    if agent != "openai" and model is not None:
-        raise _fail(source, f"a built-in {agent!r} profile has no model; remove model = {model!r}")
-    instructions = data.get("instructions", "")
-    if not isinstance(instructions, str):
-        raise _fail(source, f"expected instructions to be a string, got {type(instructions).__name__}")
-    cap = data.get("max_model_calls")
-    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
-        raise _fail(source, f"expected max_model_calls to be a positive integer, got {cap!r}")
-    version = data.get("version")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
-        raise _fail(source, f"expected version to be a positive integer, got {version!r}")
-    context = data.get("context")
-    if context is not None and (not isinstance(context, int) or isinstance(context, bool) or context < 16):
-        raise _fail(source, f"expected context to be the model's context in tokens (an integer >= 16), got {context!r}")
-    call_s = data.get("max_call_s")
-    if call_s is not None and (isinstance(call_s, bool) or not isinstance(call_s, int | float) or not call_s > 0):
-        raise _fail(source, f"expected max_call_s to be seconds > 0, got {call_s!r}")
-    return AgentProfile(name=name, agent=agent, model=model, instructions=instructions,
-                        sampling=_sampling(data.get("sampling", {}), source), max_model_calls=cap,
-                        context=context, max_call_s=float(call_s) if call_s is not None else None,
-                        provider=_provider(data.get("provider", {}), source), version=version)
-
-
-def _provider(data: Any, source: str) -> Provider:
-    if not isinstance(data, dict):
-        raise _fail(source, f"expected a [provider] table, got {type(data).__name__}")
-    known = ("tool_choice", "parallel_tool_calls", "stream", "extra_body")
-    extra = sorted(set(data) - set(known))
-    if extra:
-        raise _fail(source, f"unknown [provider] key(s) {extra}; known: {', '.join(known)}")
-    choice = data.get("tool_choice", "auto")
-    if choice not in TOOL_CHOICES:
-        raise _fail(source, f"expected provider.tool_choice to be one of {', '.join(TOOL_CHOICES)}, got {choice!r}")
-    parallel = data.get("parallel_tool_calls")
-    if parallel is not None and not isinstance(parallel, bool):
-        raise _fail(source, f"expected provider.parallel_tool_calls to be true or false, got {parallel!r}")
-    stream = data.get("stream", True)
-    if not isinstance(stream, bool):
-        raise _fail(source, f"expected provider.stream to be true or false, got {stream!r}")
-    body = data.get("extra_body", {})
-    if not isinstance(body, dict):
-        raise _fail(source, f"expected provider.extra_body to be a table, got {type(body).__name__}")
-    clash = sorted(set(body) & RESERVED_BODY_KEYS)
-    if clash:
-        raise _fail(source, f"provider.extra_body may not set {clash}: the profile sets them elsewhere "
-                            "([sampling], [provider] tool_choice, parallel_tool_calls, stream)")
-    text = json.dumps(body, sort_keys=True, default=str)
-    if len(text) > MAX_EXTRA_BODY_CHARS:
-        raise _fail(source, f"expected provider.extra_body under {MAX_EXTRA_BODY_CHARS} characters as JSON, "
-                            f"got {len(text)}")
-    if json.loads(text) != body:
-        raise _fail(source, "expected provider.extra_body to hold JSON values only (strings, numbers, booleans, "
-                            "arrays, tables); dates and times are not sent as given")
-    return Provider(tool_choice=choice, parallel_tool_calls=parallel, stream=stream, extra_body=text)
-
-
-def _sampling(data: Any, source: str) -> Sampling:
-    if not isinstance(data, dict):
-        raise _fail(source, f"expected a [sampling] table, got {type(data).__name__}")
-    known = ("temperature", "top_p", "seed", "max_tokens")
-    extra = sorted(set(data) - set(known))
-    if extra:
-        raise _fail(source, f"unknown [sampling] key(s) {extra}; known: {', '.join(known)}")
-    for key in ("temperature", "top_p"):
-        value = data.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise _fail(source, f"expected sampling.{key} to be a number, got {value!r}")
-    for key in ("seed", "max_tokens"):
-        value = data.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise _fail(source, f"expected sampling.{key} to be an integer, got {value!r}")
-    s = Sampling(**{k: data.get(k) for k in known})
-    if s.temperature is not None and not 0 <= s.temperature <= 2:
-        raise _fail(source, f"expected sampling.temperature in [0, 2], got {s.temperature}")
-    if s.top_p is not None and not 0 < s.top_p <= 1:
-        raise _fail(source, f"expected sampling.top_p in (0, 1], got {s.top_p}")
-    if s.max_tokens is not None and s.max_tokens < 1:
-        raise _fail(source, f"expected sampling.max_tokens >= 1, got {s.max_tokens}")
-    return s
+    data = validated(_ProfileFile, read_toml(text, source), text=text, source=source, messages=_MESSAGES)
+    s, p = data.sampling, data.provider
+    return AgentProfile(name=data.name, agent=data.agent, model=data.model, instructions=data.instructions,
+                        sampling=Sampling(s.temperature, s.top_p, s.seed, s.max_tokens),
+                        max_model_calls=data.max_model_calls, context=data.context,
+                        max_call_s=float(data.max_call_s) if data.max_call_s is not None else None,
+                        provider=Provider(tool_choice=p.tool_choice, parallel_tool_calls=p.parallel_tool_calls,
+                                          stream=p.stream, extra_body=json.dumps(p.extra_body, sort_keys=True)),
+                        version=data.version)
 
 
 def load_profile_file(path: str | Path) -> AgentProfile:
