@@ -20,6 +20,8 @@ from rehearsal_env.agents import AgentProfile, Endpoint, OpenAIAgent, ProviderEr
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.cli import main
 from rehearsal_env.env import RehearsalEnv
+from rehearsal_env.measure import load_run, summarize
+from rehearsal_env.readiness import assess
 from rehearsal_env.records import EpisodeRecord, read_records
 from rehearsal_env.runner import RunConfig, format_table, run, run_episode
 from rehearsal_env.worlds import load_world
@@ -110,6 +112,10 @@ def test_a_run_where_no_episode_called_a_world_tool_says_so(server: ModelServer,
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["no_world_tool_calls"] is True and summary["world_tool_calls"] == 0
     assert "NO WORLD-TOOL CALLS" in format_table(summary)
+    (report,) = [summarize(r) for r in load_run(str(tmp_path))]
+    assert any("no episode called one of the world's tools" in w for w in report.warnings)  # measure.py says so
+    (readiness,) = assess(read_records(tmp_path), versions_root=tmp_path / "versions", profiles_root=tmp_path)
+    assert not readiness.ready and any("called one of the world's tools" in x for x in readiness.reasons)
 
 
 def test_what_the_model_was_given_is_stored_once_by_hash(server: ModelServer, tmp_path: Path) -> None:

@@ -188,6 +188,11 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
     false = tuple(_tag(r) for r in in_use if r.false_completion)
     if false:
         reasons.append(f"{len(false)} episode(s) claimed to be done when they were not: {_some(false)}")
+    tool_use = [r.world_tool_calls for r in in_use if r.world_tool_calls is not None]
+    if tool_use and not any(tool_use):
+        reasons.append(f"none of the {len(tool_use)} scored episode(s) called one of the world's tools (the agent only "
+                       "talked, finished or gave up): its outcomes say nothing of its tool use; check that its "
+                       "model is offered the tools")
     player = players.pop()
     others = tuple(sorted(_key_name(k) for k in set(other_keys) - {player}))
     if others:
