@@ -24,7 +24,7 @@ import rehearsal_env
 from rehearsal_env import RehearsalEnv
 from rehearsal_env.agents import Policy, ScriptedAgent
 from rehearsal_env.backends import Database, open_database
-from rehearsal_env.readiness import judge
+from rehearsal_env.readiness import readiness_of
 from rehearsal_env.records import encode_part, read_records, record_episode
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
@@ -226,7 +226,7 @@ def test_sabotage_changes_neither_the_verified_rate_nor_readiness(tiny: World, t
         out = tmp_path / f"sabotage-{sabotage}"
         summary = run(RunConfig(world="tiny", agent="weak", agent_version="v1", repeats=4), out,
                       agent_factory=weak(sabotage))
-        readiness = judge(read_records(out), versions_root=root)
+        readiness = readiness_of(read_records(out), versions_root=root)
         scored = summary["episodes"] - summary["not_scored"]
         verdicts.append((summary["verified"] / scored, summary["not_scored"], readiness.label, readiness.verified,
                          readiness.counted))
@@ -291,7 +291,7 @@ def test_the_round_3_sabotage_changes_neither_the_verified_count_nor_readiness(
             summary = run(RunConfig(world=name, agent="weak", agent_version="v1", repeats=2, scenarios=tuple(firsts),
                                     backend=backend, backend_options=options, stress=False), out,
                           agent_factory=weak_with(attack))
-            readiness = judge(read_records(out))
+            readiness = readiness_of(read_records(out))
             figures.append((summary["verified"], summary["not_scored"], readiness.label, readiness.verified,
                             readiness.counted, readiness.not_scored))
         assert figures[0] == figures[1], (name, backend, figures)
