@@ -187,10 +187,11 @@ class EpisodeRecord:
     reason: str | None
     """Why the episode was not scored; null when it was."""
     not_scored_cause: str | None
-    """The part whose failure made the episode not scored: ``world`` (a tool or check of the world's own
-    code), ``database``, ``provider`` (the model provider, after its retries), ``sandbox`` or ``worker``
-    (the worker process died on every try); null when scored. Never the agent: whatever an agent sends is
-    validated on its side and a malformed action is a rejected attempt."""
+    """The part whose failure made the episode not scored: ``world`` (a check that cannot be evaluated on the
+    untouched snapshot, or the world's customer script; a tool that raises on an agent's call is a tool
+    crash instead, see ``tool_crashes``), ``database``, ``provider`` (the model provider, after its
+    retries), ``sandbox`` or ``worker`` (the worker process died on every try); null when scored. Never the
+    agent: whatever an agent sends is validated on its side and a malformed action is a rejected attempt."""
     false_completion: bool
     """The agent said it was done while a goal check failed."""
     duplicate_effects: int

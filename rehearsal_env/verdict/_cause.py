@@ -17,7 +17,9 @@ class NotScoredCause(StrEnum):
     """The part whose failure made an episode not scored."""
 
     WORLD = "world"
-    """The world's own code raised (a bug in a tool, a check that cannot be evaluated)."""
+    """The world's own code failed where no agent input reaches: a check that cannot be evaluated on the
+    untouched snapshot, the world's customer script. (A tool that raises while handling an agent's call is
+    a *tool crash*: the agent's error, recorded for the world's author, never ``not_scored``.)"""
     DATABASE = "database"
     """The database failed: the server died, a connection broke, a reset could not complete."""
     PROVIDER = "provider"
