@@ -78,6 +78,10 @@ class RunConfig:
     concurrency: int = field(default=1, compare=False)
     """Episodes in flight per worker for a model agent (each with its own database; see ``runner._inflight``);
     how fast the run plays, not what it is."""
+    checkpoints: str | None = field(default=None, compare=False)
+    """The folder where each in-flight episode is checkpointed after every turn, so that an episode whose worker
+    or driver died goes on from its last turn (see ``runner._checkpoints``; e.g. ``<run dir>/checkpoints``).
+    None: none kept, a dead worker's episode is played again from its start. Not what the run is."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "freeze_time_source",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import EpisodeRecord, next_part, write_part, write_part_bytes
+from ._checkpoints import clear_checkpoints
 from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._pool import Played, RayPool
@@ -160,6 +161,8 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
                 pool = pool or RayPool(state.config, workers, agent_factory=agent_factory, inflight=inflight,
                                        recovery_s=recovery_s, resolved=state.run)
                 begin_run(state, out)  # the workers started: the run can start
+                if not resume:
+                    clear_checkpoints(config.checkpoints)  # a previous run's, in the same folder
                 bar.start()
                 writes: list[Future[Path]] = []
                 try:
@@ -192,4 +195,5 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
                 ray.shutdown()
             if dog is not None:
                 dog.stop()
+        clear_checkpoints(config.checkpoints)  # every episode is recorded
         return finish_run(state, out, rows)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import EpisodeRecord, write_part
+from ._checkpoints import clear_checkpoints
 from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._progress import Progress
@@ -39,6 +40,8 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
         state = start_run(config, out, resume=resume, agent_factory=agent_factory)
         worker = EpisodeWorker(state.run, recovery_s=recovery_s)  # opens the database: the run can start
         begin_run(state, out)
+        if not resume:
+            clear_checkpoints(config.checkpoints)  # a previous run's, in the same folder
         bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
         played: list[SummaryRow] = []
         bar.start()
@@ -59,4 +62,5 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
         finally:
             worker.close()
             bar.close()
+        clear_checkpoints(config.checkpoints)  # every episode is recorded
         return finish_run(state, out, played)

@@ -23,6 +23,7 @@ from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
 from ..records import EpisodeRecord
 from ..verdict import NotScoredCause, NotScoredError
+from ._checkpoints import play_resumable
 from ._inflight import InFlight
 from ._plan import EpisodeSpec
 from ._play import play
@@ -86,7 +87,10 @@ class EpisodeWorker:
             DatabaseUnavailable: the database failed and could not be reopened within ``recovery_s``
                 (the failed episode's record is :attr:`DatabaseUnavailable.record`).
         """
-        record = play(self.run, self.db, spec, env=self.env(spec.scenario))
+        if self.config.checkpoints:  # after every turn; a dead worker's episode goes on from there
+            record = play_resumable(self.run, self.env(spec.scenario), spec, self.config.checkpoints)
+        else:
+            record = play(self.run, self.db, spec, env=self.env(spec.scenario))
         if record.not_scored_cause in REOPENED_CAUSES:
             self.recover(record)
         return record

@@ -1,0 +1,172 @@
+"""Each in-flight episode checkpointed after every turn, and continued from there after a death.
+
+While a run plays, every episode keeps two files in the run's checkpoint folder
+(:attr:`~._plan.RunConfig.checkpoints`, ``<run dir>/checkpoints`` by default), named by its
+scenario and repeat:
+
+- ``<key>.state``: after every turn (and right after ``reset``), the env's checkpoint
+  (:meth:`~rehearsal_env.RehearsalEnv.checkpoint`: database rows, episode, random state) and the
+  agent's state, replaced atomically (write, then rename);
+- ``<key>.answer``: before every turn, the agent's answer for it (*write-ahead*): the action about
+  to be carried out, or the exception the policy raised.
+
+When a worker or the driver dies, the episode is played again by whoever picks it up (another Ray
+actor, or ``rehearsal run --resume``): :func:`play_resumable` restores the last state (the same
+episode continued: same id, no new lineage), and when the answer file is one turn ahead, the turn
+that was in flight is taken again from that answer *on the restored state*: a write whose outcome
+was unknown when the process died is never sent twice, because the world it reached (the
+episode's database and its outside-service ledger) died with the process or is abandoned, and the
+restored world has the ledger as it was before that turn (the record's ``duplicate_effects``
+counts any second request). Agent calls already answered are not asked again.
+
+The agent's state is kept with ``cloudpickle`` (built-in agents and most policies pickle); an episode
+whose policy does not pickle (one holding a client or a lock) is played again from its start, as
+before. Pickled state is read only from the run's own folder, which only the runner writes. The
+folder is removed when the run finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from ..agents import Policy
+from ..backends import DatabaseError
+from ..env import RehearsalEnv, failure, restore
+from ..records import EpisodeRecord
+from ..verdict import NotScoredCause, NotScoredError
+from ._plan import EpisodeSpec
+from ._play import take_turn
+from ._resolved import ResolvedRun
+
+CHECKPOINTS_DIR = "checkpoints"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class _Raised(Exception):
+    """A policy's exception as recorded in the answer file, raised again with the same text."""
+
+
+def _key(spec: EpisodeSpec) -> str:
+    return f"{_UNSAFE.sub('_', spec.scenario)}.{spec.repeat}"
+
+
+def _write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # a process that dies mid-write leaves the previous file whole
+
+
+class EpisodeCheckpoints:
+    """The checkpoint files of one episode (see the module docstring)."""
+
+    def __init__(self, folder: str | Path, spec: EpisodeSpec) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.state_path = self.folder / f"{_key(spec)}.state"
+        self.answer_path = self.folder / f"{_key(spec)}.answer"
+
+    def save(self, env: RehearsalEnv, agent: object, observation: str, info: dict[str, Any]) -> None:
+        """The state after a turn (or the reset): env checkpoint, agent, what the agent is shown next."""
+        try:
+            agent_bytes: bytes | None = cloudpickle.dumps(agent)  # a policy's class defined in a script, too
+        except Exception:  # a policy holding a client or a lock: re-fed on resume instead
+            agent_bytes = None
+        shown = {k: v for k, v in info.items() if k != "verdict"}
+        _write(self.state_path, pickle.dumps({"env": env.checkpoint(), "agent": agent_bytes,
+                                              "observation": observation, "info": shown}))
+
+    def answer(self, turn: int, answer: str | BaseException) -> None:
+        """The agent's answer for ``turn``, before the turn is taken."""
+        kept: tuple[str, str] | tuple[str, str, str] = (
+            ("action", answer) if isinstance(answer, str)
+            else ("abort", answer.cause.value, str(answer)) if isinstance(answer, NotScoredError)
+            else ("raised", type(answer).__name__, str(answer)))
+        _write(self.answer_path, pickle.dumps({"turn": turn, "answer": kept}))
+
+    def load(self) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """The last state and the answer file's content (None: nothing saved for this episode)."""
+        if not self.state_path.is_file():
+            return None
+        state = pickle.loads(self.state_path.read_bytes())
+        answer = pickle.loads(self.answer_path.read_bytes()) if self.answer_path.is_file() else None
+        return state, answer
+
+    def clear(self) -> None:
+        self.state_path.unlink(missing_ok=True)
+        self.answer_path.unlink(missing_ok=True)
+
+
+def _answer_of(kept: tuple[str, ...]) -> str | BaseException:
+    if kept[0] == "action":
+        return kept[1]
+    if kept[0] == "abort":
+        return NotScoredError(NotScoredCause(kept[1]), kept[2])
+    raised = type(kept[1], (_Raised,), {})  # the same name and text: the same rejected attempt
+    return raised(kept[2])
+
+
+def play_resumable(run: ResolvedRun, env: RehearsalEnv, spec: EpisodeSpec, folder: str | Path) -> EpisodeRecord:
+    """One episode with a checkpoint after every turn, continued from its last one when there is one.
+
+    An episode whose database fails before it starts is recorded not scored (as :func:`~._play.play`).
+    """
+    try:
+        return _play(run, env, spec, folder)
+    except (DatabaseError, NotScoredError) as exc:  # raised only by the reset or the restore
+        cause, reason = failure(exc)
+        return run.lost(spec, f"the episode could not start: {reason}", cause)
+
+
+def _play(run: ResolvedRun, env: RehearsalEnv, spec: EpisodeSpec, folder: str | Path) -> EpisodeRecord:
+    files = EpisodeCheckpoints(folder, spec)
+    saved = files.load()
+    if saved is not None and saved[0]["agent"] is None:
+        files.clear()  # the agent did not pickle: the episode is played again from its start
+        saved = None
+    agent: Policy
+    if saved is None:
+        agent = run.agent(env.scenario)
+        observation, info = env.reset(seed=spec.seed)
+        env.episode.id = f"{run.config.run_id}/{spec.scenario}/{spec.repeat}"
+        files.save(env, agent, observation, info)
+        pending = None
+    else:
+        state, pending = saved
+        env = restore(state["env"], world=run.world, backend=run.config.backend,
+                      customer=run.customer(env.scenario), resume=True, **run.config.backend_options)
+        agent = pickle.loads(state["agent"])
+        observation, info = state["observation"], state["info"]
+        if pending is not None and pending["turn"] != env.episode.turn + 1:
+            pending = None  # an answer already taken before the state was saved
+    try:
+        while True:
+            turn = env.episode.turn + 1
+            if pending is not None:
+                answer = _answer_of(pending["answer"])  # the turn in flight when the process died
+                pending = None
+            else:
+                try:
+                    answer = agent(observation, info)
+                except Exception as exc:  # judged by take_turn
+                    answer = exc
+                files.answer(turn, answer)
+            observation, _, terminated, truncated, info = take_turn(env, answer)
+            if terminated or truncated:
+                return run.record(spec, env.episode, agent)
+            files.save(env, agent, observation, info)
+    finally:
+        if saved is not None:
+            env.close()  # the restored env's database goes back to the spares
+
+
+def clear_checkpoints(folder: str | Path | None) -> None:
+    """Remove a run's checkpoint folder (a new run starts, or the run finished: every episode is recorded)."""
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
