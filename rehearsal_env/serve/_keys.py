@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from filelock import FileLock
+from pydantic import BaseModel, ValidationError
 
 from .._atomic import write_atomic
 from .._home import home
@@ -57,6 +58,23 @@ class ApiKey:
     """The agent names the key may play as (``rehearsal keys create --agent NAME``); empty: any name."""
 
 
+class _KeyEntry(BaseModel):
+    """One key as the keys file holds it (declared: every field and its type; others are ignored)."""
+
+    id: str
+    scope: Scope
+    name: str
+    created: str
+    digest: str
+    agents: tuple[str, ...] = ()
+
+
+class _KeysFile(BaseModel):
+    """The keys file: ``{"keys": [...]}``."""
+
+    keys: list[_KeyEntry]
+
+
 def default_keys_path() -> Path:
     """``$REHEARSAL_HOME/keys.json``, else ``~/.rehearsal/keys.json``."""
     return home() / "keys.json"
@@ -78,13 +96,14 @@ class KeyStore:
         if not self.path.exists():
             return []
         try:
-            data = json.loads(self.path.read_text())
-            return [ApiKey(k["id"], Scope(k["scope"]), k["name"], k["created"], k["digest"],
-                           tuple(str(a) for a in k.get("agents", ()))) for k in data["keys"]]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            data = _KeysFile.model_validate_json(self.path.read_bytes())
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(k) for k in first["loc"]) or "the file"
             raise ValueError(f"{self.path}: expected a keys file written by `rehearsal keys create` "
-                             f"({{\"keys\": [...]}}); it cannot be read ({exc}). Move it away and create "
-                             f"new keys") from exc
+                             f"({{\"keys\": [...]}}); it cannot be read ({where}: {first['msg']}). Move it away "
+                             "and create new keys") from None
+        return [ApiKey(k.id, k.scope, k.name, k.created, k.digest, k.agents) for k in data.keys]
 
     def _write(self, keys: list[ApiKey]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
