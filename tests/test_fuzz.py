@@ -38,6 +38,7 @@ from test_tool_crashes import NOTES
 
 import rehearsal_env
 from rehearsal_env import RehearsalEnv
+from rehearsal_env.backends import Database, open_database
 from rehearsal_env.backends.sqlite import APP_STATEMENT_TIMEOUT_S
 from rehearsal_env.scenarios import Scenario
 from rehearsal_env.worlds import World, load_world_folder
@@ -89,6 +90,7 @@ class Stage:
     scenarios: list[Scenario]
     envs: dict[str, dict[str, RehearsalEnv]]
     calls: dict[str, list[dict[str, Any]]]
+    databases: dict[str, Database]
 
 
 def _docker_or_skip() -> None:
@@ -111,6 +113,8 @@ def stages(request: pytest.FixtureRequest) -> Iterator[dict[str, Stage]]:
         for envs in stage.envs.values():
             for env in envs.values():
                 env.close()
+        for db in stage.databases.values():
+            db.close()
     for name, f in FIGURES.items():
         print(f"fuzz[{PROFILE}] {name}: {f.examples} examples, {f.steps} steps, statuses {dict(f.statuses)}, "
               f"outcomes {dict(f.outcomes)}, tool crashes {f.crashes}, slowest step {f.slowest_s:.3f} s",
@@ -133,14 +137,16 @@ def _stage(name: str, stages: dict[str, Stage], request: pytest.FixtureRequest) 
     for s in world.scenarios():
         firsts.setdefault(s.role, s)
     scenarios = list(firsts.values())
-    envs = {s.id: {b: RehearsalEnv(s, world, stress=False, **opts) for b, opts in backends.items()}
+    databases = {b: open_database(world, opts["backend"], **{k: v for k, v in opts.items() if k != "backend"})
+                 for b, opts in backends.items()}  # one per backend, shared by the world's envs (each resets it)
+    envs = {s.id: {b: RehearsalEnv(s, world, stress=False, database=databases[b]) for b in backends}
             for s in scenarios}
     calls: dict[str, list[dict[str, Any]]] = {}
     for s in world.scenarios():
         for solution in (s.reference, *s.wrong):
             for call in solution.calls:
                 calls.setdefault(call.tool, []).append(dict(call.args))
-    stages[name] = Stage(world, scenarios, envs, calls)
+    stages[name] = Stage(world, scenarios, envs, calls, databases)
     return stages[name]
 
 
