@@ -3,7 +3,9 @@
     python measure.py RUN_DIR                 headline numbers with 95% CIs, pass^k / pass@k, floor
     python measure.py RUN_A RUN_B             the same for both, then A vs B paired by scenario
     python measure.py ... --json              the same as JSON
-    python measure.py ... --plot FILE.png     also draw per-scenario outcomes
+    python measure.py ... --plot FILE.png     also draw per-scenario outcomes, and FILE.cost-reliability.png:
+                                              every checkpoint's cost against accuracy (Pareto front) and pass^k
+    python measure.py ... --price IN,OUT      prices per million input and output tokens (default: the profile's)
     python measure.py --coverage-study        simulate: do the 95% intervals cover, does the floor hold?
     python measure.py --sequential-study      simulate: rehearsal compare's error under continuous monitoring,
                                               and the episodes it saves against a fixed design
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rehearsal_env.measure import (
     ProvenanceMismatch,
@@ -27,6 +30,8 @@ from rehearsal_env.measure import (
     format_report,
     format_sequential,
     load_run,
+    parse_prices,
+    plot_cost_reliability,
     plot_runs,
     select_agent,
     sequential_study,
@@ -43,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_b", metavar="RUN_B", nargs="?", help="second run directory to compare against")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-scenario outcomes into this PNG")
+    p.add_argument("--price", metavar="IN,OUT",
+                   help="prices per million input and output tokens (default: the agent profile's [price])")
     p.add_argument("--agent", help="the agent to measure when a run holds several")
     p.add_argument("--split", help="only scenarios of this split (train, dev, holdout)")
     p.add_argument("--force", action="store_true", help="compare even when provenance differs (warns)")
@@ -71,31 +78,40 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_a is None:
         parser.error("expected RUN_DIR (or --coverage-study, --sequential-study)")
     try:
+        prices = parse_prices(args.price) if args.price else None
         runs_a = load_run(args.run_a, split=args.split)
         if args.run_b is None:
             chosen = runs_a if args.agent is None else [select_agent(runs_a, args.agent, args.run_a)]
-            reports = [summarize(r) for r in chosen]
+            reports = [summarize(r, prices) for r in chosen]
             print(to_json({"runs": reports}) if args.json else "\n\n".join(format_report(r) for r in reports))
             if args.plot:
                 plot_runs(chosen[:1], reports[:1], args.plot)
+                plot_cost_reliability(reports, _sibling(args.plot))
             return 0
         a = select_agent(runs_a, args.agent, args.run_a)
         b = select_agent(load_run(args.run_b, split=args.split), args.agent, args.run_b)
         comparison = compare(a, b, force=args.force)
-    except (RunError, ProvenanceMismatch) as e:
+    except (RunError, ProvenanceMismatch, ValueError) as e:
         print(f"measure.py: {e}", file=sys.stderr)
         return 2
     if comparison.provenance_differs:
         print(f"measure.py: WARNING: provenance differs in {', '.join(comparison.provenance_differs)}; "
               "comparing anyway because of --force", file=sys.stderr)
-    reports = [summarize(a), summarize(b)]
+    reports = [summarize(a, prices), summarize(b, prices)]
     if args.json:
         print(to_json({"runs": reports, "comparison": comparison}))
     else:
         print("\n\n".join([*(format_report(r) for r in reports), format_comparison(comparison)]))
     if args.plot:
         plot_runs([a, b], reports, args.plot, comparison)
+        plot_cost_reliability(reports, _sibling(args.plot))
     return 0
+
+
+def _sibling(plot: str) -> str:
+    """FILE.png -> FILE.cost-reliability.png, the second figure --plot draws."""
+    path = Path(plot)
+    return str(path.with_name(f"{path.stem}.cost-reliability{path.suffix or '.png'}"))
 
 
 if __name__ == "__main__":

@@ -724,3 +724,39 @@ def test_each_version_of_an_agent_profile_is_its_own_checkpoint(tmp_path: Path) 
         select_agent(runs, "support-bot", "x")
     (only,) = load_run(write_run(tmp_path / "one", SUITE_A, agent="support-bot"))
     assert select_agent([only], "support-bot", "x") is only
+
+
+# --- issue 27: defects a real model's runs showed ------------------------------------------------
+
+
+def test_a_floor_estimated_as_zero_is_unknown_and_never_reasoned_from(tmp_path: Path) -> None:
+    agreed = ["VV", "NN", "VV", "VV", "NN", "VV"]  # every scenario's repeats agree: sw2 = 0
+    (a,) = load_run(write_run(tmp_path / "a", agreed))
+    (b,) = load_run(write_run(tmp_path / "b", agreed, agent="ckpt-2"))
+    floor = summarize(a).floors[0]
+    assert not floor.known and floor.floor_k is None and "unknown, not zero" in floor.note
+    m = compare(a, b).metrics[0]
+    assert m.floor is None and m.below_floor is None and m.floor_source.startswith("unknown")
+    text = format_comparison(compare(a, b))
+    assert "0.000)" not in text.split("floor")[-1] and "above the resolution floor" not in text
+    assert "unknown, not zero" in text
+
+
+def test_the_two_panel_titles_of_a_comparison_plot_do_not_overlap(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from rehearsal_env.measure._plot import outcome_figure
+
+    (a,) = load_run(write_run(tmp_path / "a", [s[:2] for s in SUITE_A], agent="reference-checkpoint-number-one"))
+    (b,) = load_run(write_run(tmp_path / "b", [s[:2] for s in SUITE_B], agent="wrong:do-nothing-but-claim-two"))
+    fig = outcome_figure([a, b], [summarize(a), summarize(b)], compare(a, b))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    boxes = [ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_title()]
+    boxes += [t.get_window_extent(renderer) for t in fig.texts if t.get_text() == fig.get_suptitle()]
+    assert len(boxes) == 3
+    for i, one in enumerate(boxes):
+        for other in boxes[i + 1:]:
+            assert not one.overlaps(other), (one, other)
+    assert "A = reference-checkpoint-number-one" in fig.get_suptitle()
+    plt.close(fig)

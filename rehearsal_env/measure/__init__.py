@@ -15,6 +15,7 @@ intervals cover and the floor holds. Typical use::
 from pathlib import Path
 
 from ._compare import BELOW_FLOOR, Comparison, MetricComparison, ProvenanceMismatch, Reproducibility, compare
+from ._cost import CostReport, Prices, cost_report, pareto_front, parse_prices, ratio_estimate
 from ._coverage import KNOWN, Cell, CoverageStudy, FloorCheck, coverage_study, format_coverage
 from ._floor import MIN_SCENARIOS, Z80, Floor, observed_floor, run_floor
 from ._format import format_comparison, format_report, to_json
@@ -33,6 +34,7 @@ from ._intervals import (
 from ._load import AgentRun, RunError, ScenarioEpisodes, load_run, select_agent
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 from ._passk import PassK, pass_all, pass_any, pass_k_table
+from ._reliability import CategoryComparison, CategoryRate, category_comparisons, category_rates, consistency, holm
 from ._seqrun import SEQUENTIAL_FILE, SequentialResult, compare_sequentially, play_order
 from ._seqstudy import NullCell, PowerRow, SequentialStudy, format_sequential, sequential_study
 from ._sequential import (
@@ -58,7 +60,27 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
     return draw(runs, reports, path, comparison)
 
 
+def plot_cost_reliability(reports: list[AgentReport], path: str | Path) -> Path:
+    """Draw several checkpoints' cost against accuracy (Pareto front marked) and pass^k into a PNG."""
+    from ._costplot import plot_cost_reliability as draw
+
+    return draw(reports, path)
+
+
 __all__ = [
+    "CategoryComparison",
+    "CategoryRate",
+    "CostReport",
+    "Prices",
+    "category_comparisons",
+    "category_rates",
+    "consistency",
+    "cost_report",
+    "holm",
+    "pareto_front",
+    "parse_prices",
+    "plot_cost_reliability",
+    "ratio_estimate",
     "BATCH_PAIRS",
     "BUDGET",
     "BUDGET_MULTIPLE",

@@ -57,6 +57,7 @@ from ._floor import (
 from ._intervals import REWARD_BOUNDS, difference_bounds
 from ._load import AgentRun, RunError
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
+from ._reliability import CategoryComparison, category_comparisons
 from ._seqreport import SequentialCheck, sequential_check
 
 COMPARED = ("verified", "rule_violated", "reward")
@@ -189,6 +190,8 @@ class Comparison:
     """For runs of the same checkpoint; None otherwise."""
     not_scored: tuple[tuple[int, int, tuple[tuple[str, int], ...]], ...] = ()
     """Per run (A, B): (not-scored episodes, every episode, ((cause, count), ...))."""
+    categories: tuple[CategoryComparison, ...] = ()
+    """The verified rate per scenario category, A against B, Holm-corrected over the categories."""
     sequential: SequentialCheck | None = None
     """When A and B are the two runs of one ``rehearsal compare``: the anytime-valid interval of the verified
     rate's difference, recomputed from the records; None otherwise."""
@@ -212,6 +215,7 @@ def compare(a: AgentRun, b: AgentRun, force: bool = False) -> Comparison:
         only_in_a=tuple(sorted(set(va) - set(vb))), only_in_b=tuple(sorted(set(vb) - set(va))),
         metrics=metrics, reproducibility=_reproducibility(a, b, metrics[0]) if same else None,
         not_scored=tuple((r.n_not_scored, r.n_episodes, tuple(r.not_scored_causes.items())) for r in (a, b)),
+        categories=category_comparisons(a, b),
         sequential=sequential_check(a, b),
     )
 

@@ -95,6 +95,8 @@ def format_report(r: AgentReport) -> str:
         left = f"({gone} scenario(s) with < k scored left out)" if gone else ""
         lines.append(f"  {p.k:>3}  {_f(p.pass_all.value):>7}  {_ci(p.pass_all):<17}"
                      f"{_f(p.pass_any.value):>7}  {_ci(p.pass_any):<17}{left}".rstrip())
+    lines += _reliability_lines(r)
+    lines += _cost_lines(r)
     lines.append(f"  resolution floor (alpha {ALPHA}, power {POWER:.0%}; from scored repeats only):")
     if not any(fl.known for fl in r.floors):
         lines.append(f"    {r.floors[0].note}")
@@ -108,6 +110,50 @@ def format_report(r: AgentReport) -> str:
                      f" (within-scenario variance {_f(fl.within_variance, 4)}{flips})")
         lines.append(f"      {fl.note}")
     return "\n".join(lines)
+
+
+def _reliability_lines(r: AgentReport) -> list[str]:
+    """Consistency, per-category rates, and the rule-violation and false-completion shares (pass^k is above)."""
+    lines = ["  reliability (95% intervals, scenario as the unit; pass^k above is the chance k attempts all succeed):"]
+    agree, multi = r.consistent
+    if r.consistency is None:
+        lines.append("    consistency: unknown, each scenario ran once (repeats >= 2 show whether repeats agree)")
+    else:
+        lines.append(f"    consistency: {agree} of {multi} scenarios' repeats all agree = {_f(r.consistency.value)} "
+                     f"{_ci(r.consistency)} (Wilson over scenarios)")
+    for label, e in (("rule violations", r.rule_violated), ("false completions", r.false_completion)):
+        lines.append(f"    {label}: {_f(e.value)} {_ci(e)} of scored episodes"
+                     + (f"; exact upper bound {_f(e.exact_upper)}" if e.exact_upper is not None else ""))
+    if r.categories:
+        lines.append(f"    {'category':<24}{'scenarios':>9}  {'verified':>8}  95% CI")
+        lines += [f"    {c.category:<24}{c.verified.n_scenarios:>9}  {_f(c.verified.value):>8}  {_ci(c.verified)}"
+                  for c in r.categories]
+    return lines
+
+
+def _money(x: float | None) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{x:.4g}"
+
+
+def _cost_lines(r: AgentReport) -> list[str]:
+    """Tokens and cost per episode and per verified episode, and what was left out."""
+    c = r.cost
+    if c is None:
+        return []
+    lines = ["  cost (95% t intervals over scenario means):"]
+    if c.tokens_per_episode is not None:
+        t = c.tokens_per_episode
+        lines.append(f"    tokens per episode: {t.value:.1f} [{t.low:.1f}, {t.high:.1f}] over {t.n_episodes} episodes")
+    if c.prices is not None:
+        lines.append(f"    prices per million tokens: input {c.prices.input_per_million:g}, output "
+                     f"{c.prices.output_per_million:g} ({c.prices.source})")
+    for label, e in (("cost per episode", c.per_episode), ("cost per verified episode", c.per_verified)):
+        if e is not None:
+            lines.append(f"    {label}: {_money(e.value)} [{_money(e.low)}, {_money(e.high)}] ({e.method}; "
+                         f"{e.n_episodes} episodes)")
+    if c.note:
+        lines.append(f"    {c.note}")
+    return lines
 
 
 def format_comparison(c: Comparison) -> str:
@@ -148,6 +194,14 @@ def format_comparison(c: Comparison) -> str:
                          f"[{m.low:+.3f}, {m.high:+.3f}]); e-value against no difference {lk.e_value:.3g}, floor "
                          f"{lk.floor:.3f}")
             lines.append(f"      {s.note}")
+    if c.categories:
+        lines.append("  verified rate per category, A - B (exact paired test per category, Holm-corrected over "
+                     f"{len(c.categories)} categories):")
+        lines.append(f"    {'category':<24}{'paired':>7}{'A - B':>8}  {'95% CI':<18}{'p':>8}{'p (Holm)':>10}")
+        for g in c.categories:
+            mark = "  differs" if g.significant else ""
+            lines.append(f"    {g.category:<24}{g.n_paired:>7}{g.difference:>+8.3f}  "
+                         f"[{_f(g.low)}, {_f(g.high)}]".ljust(59) + f"{g.test.p_value:>8.3g}{g.p_holm:>10.3g}{mark}")
     rep = c.reproducibility
     if rep is not None:
         lines += [

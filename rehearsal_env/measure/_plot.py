@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from ._compare import BELOW_FLOOR, Comparison  # noqa: E402
@@ -73,12 +74,24 @@ def _headline(reports: list[AgentReport], comparison: Comparison | None) -> str:
         return f"only {r.n_scenarios} scenario(s): too few for a resolution floor"
     if floor.known:
         return f"resolution floor of the verified rate: {floor.label} = {floor.floor_k:.3f}"
+    if "agreed on every scenario" in floor.note:
+        return "resolution floor unknown (not zero): every scenario's repeats agreed"
     return "resolution floor unknown: each scenario ran once"
 
 
 def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path,
               comparison: Comparison | None = None) -> Path:
     """Draw one or two runs' per-scenario outcomes into the PNG at ``path`` (with the comparison if given)."""
+    fig = outcome_figure(runs, reports, comparison)
+    out = Path(path)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+def outcome_figure(runs: list[AgentRun], reports: list[AgentReport],
+                   comparison: Comparison | None = None) -> Figure:
+    """The figure :func:`plot_runs` saves (the caller closes it)."""
     if not 1 <= len(runs) <= 2 or len(runs) != len(reports):
         raise ValueError(f"expected one or two runs with their reports; got {len(runs)} runs, "
                          f"{len(reports)} reports")
@@ -100,7 +113,9 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
         ax.grid(which="minor", color="white", linewidth=1.2)
         ax.tick_params(which="minor", length=0)
         ax.set_xlabel("repeat")
-        ax.set_title(f"{'AB'[i]}: {run.agent}", fontsize=9, color=RUN_COLOURS[i])
+        # the letter only: a panel is a few repeats wide, and two checkpoints' names side by side overlapped
+        # (issue 27); the names are in the title and the legend
+        ax.set_title("AB"[i], fontsize=10, color=RUN_COLOURS[i], fontweight="bold")
     axes[0].set_yticks(y)
     axes[0].set_yticklabels(names, fontsize=8)
     ax = axes[-1]
@@ -128,9 +143,7 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower right", fontsize=8, frameon=False,
                title="overall verified rate (dashed) and 95% CI (band), scenario as the unit",
                title_fontsize=8)
-    title = f"Outcomes per scenario: {' vs '.join(r.run for r in runs)}"
+    title = "Outcomes per scenario: " + "  vs  ".join(f"{'AB'[i]} = {r.agent} ({r.run})" if len(runs) == 2 else
+                                                      f"{r.agent} ({r.run})" for i, r in enumerate(runs))
     fig.suptitle(f"{title}\n{_headline(reports, comparison)}", fontsize=10)
-    out = Path(path)
-    fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return fig

@@ -15,14 +15,18 @@ so and gives no floor.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from ._cost import CostReport, Prices, cost_report
 from ._floor import MIN_SCENARIOS, Floor, inverse_repeats, run_floor, too_few
 from ._intervals import REWARD_BOUNDS, Estimate, mean_estimate, rate_estimate
 from ._load import AgentRun
 from ._passk import PassK, pass_k_table
+from ._reliability import CategoryRate, category_rates, consistency
 from ._seqreport import describe, read_marker
 
 RATES = ("verified", "rule_violated", "false_completion")
@@ -86,6 +90,14 @@ class AgentReport:
     """Plain statements the reader must see first (too few scenarios)."""
     sequential: str | None = None
     """When ``rehearsal compare`` stopped this run sequentially: that, and what it decided; None otherwise."""
+    consistency: Estimate | None = None
+    """Share of scenarios with >= 2 scored repeats whose repeats all agree (Wilson over them); None without repeats."""
+    consistent: tuple[int, int] = (0, 0)
+    """(scenarios whose repeats all agree, scenarios with >= 2 scored repeats)."""
+    categories: tuple[CategoryRate, ...] = ()
+    """Verified rate per scenario category (empty when the records name none)."""
+    cost: CostReport | None = None
+    """Cost per episode and per verified episode, with what was left out."""
 
 
 def worst_case(run: AgentRun) -> dict[str, Estimate]:
@@ -101,13 +113,27 @@ def worst_case(run: AgentRun) -> dict[str, Estimate]:
     return out
 
 
-def summarize(run: AgentRun) -> AgentReport:
-    """The headline numbers, pass^k / pass@k and floors of one agent's run."""
+def no_world_tools(run_dir: str) -> tuple[str, ...]:
+    """A warning when the run's ``summary.json`` says no episode called a world tool (empty otherwise)."""
+    try:
+        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return ()
+    if not isinstance(summary, dict) or summary.get("no_world_tool_calls") is not True:
+        return ()
+    return ("WARNING: no episode called one of the world's tools (the agent only talked, finished or gave up): "
+            "these rates say nothing of its tool use; check that its model is offered the tools",)
+
+
+def summarize(run: AgentRun, prices: Prices | None = None) -> AgentReport:
+    """The headline numbers, pass^k / pass@k, floors, reliability and cost (at ``prices``, default the profile's)
+    of one agent's run."""
     per = {m: list(run.per_scenario(m).values()) for m in (*RATES, "reward")}
     verified = per["verified"]
     n = len(verified)
     total = run.n_episodes
     marker = read_marker(run.run)
+    agree, agreeing, multi = consistency(verified)
     return AgentReport(
         run=run.run,
         agent=run.agent,
@@ -132,6 +158,10 @@ def summarize(run: AgentRun) -> AgentReport:
             run_floor("reward", per["reward"], binary=False),
         ),
         worst_case=worst_case(run),
-        warnings=(f"WARNING: {too_few(n)}",) if n < MIN_SCENARIOS else (),
+        warnings=((f"WARNING: {too_few(n)}",) if n < MIN_SCENARIOS else ()) + no_world_tools(run.run),
         sequential=describe(marker) if marker is not None else None,
+        consistency=agree,
+        consistent=(agreeing, multi),
+        categories=category_rates(run),
+        cost=cost_report(run, prices),
     )
