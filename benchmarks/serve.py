@@ -301,7 +301,7 @@ class Victim:
     p99_ms: float
     health_p50_ms: float
     hostile_steps: int = 0
-    """Steps the hostile keys completed during the phase (how hard they pushed)."""
+    """Steps the hostile keys completed from their start to the victim's end (how hard they pushed)."""
 
 
 def serve_with_keys(worlds: list[str], out: Path,
@@ -332,15 +332,14 @@ def serve_with_keys(worlds: list[str], out: Path,
 
 def attack(url: str, kind: str, key: str, sessions: int, seconds: float) -> None:
     """One hostile key: ``sessions`` sessions sending its query step after step for ``seconds``
-    (run in a child process; prints the steps it completed)."""
+    (run in a child process; prints a line per step completed, so that the parent can count them when it
+    stops the attack)."""
     headers = {"Authorization": f"Bearer {key}"}
     scenario = scenarios("analytics")[0]
     action = json.dumps({"tool": "run_sql", "args": {"sql": HOSTILE_SQL[kind]}})
-    steps = 0
     stop = time.monotonic() + seconds
 
     async def one(http: httpx.AsyncClient) -> None:
-        nonlocal steps
         while time.monotonic() < stop:
             r = await http.post("/v1/episodes", json={"world": "analytics", "scenario": scenario,
                                                       "agent": {"name": f"hostile-{kind}", "version": "1"}})
@@ -352,7 +351,7 @@ def attack(url: str, kind: str, key: str, sessions: int, seconds: float) -> None
                 r = await http.post(f"/v1/episodes/{eid}/step", json={"action": action, "step_index": index})
                 if r.status_code != 200:
                     break
-                steps += 1
+                print("step", flush=True)
                 index = r.json()["step_index"]
                 if r.json()["terminated"] or r.json()["truncated"]:
                     break
@@ -362,7 +361,6 @@ def attack(url: str, kind: str, key: str, sessions: int, seconds: float) -> None
             await asyncio.gather(*(one(http) for _ in range(sessions)), return_exceptions=True)
 
     asyncio.run(main())
-    print(steps, flush=True)
 
 
 def victim(url: str, key: str, seconds: float, phase: str) -> Victim:
@@ -430,9 +428,10 @@ def fairness_phase(phase: str, seconds: float, sessions: dict[str, int], extra: 
             time.sleep(ramp)  # every hostile session is mid-query before the victim starts
             seen = victim(url, keys["victim"], seconds, phase)
             hostile = 0
-            for a in attackers:
-                out, _ = a.communicate(timeout=300)
-                hostile += int(out.strip().splitlines()[-1]) if out.strip() else 0
+            for a in attackers:  # stop the attack now: its queued steps would take minutes to drain
+                a.kill()
+                out, _ = a.communicate(timeout=60)
+                hostile += out.count("step")
             return Victim(**{**asdict(seen), "hostile_steps": hostile})
         finally:
             for a in attackers:

@@ -7,6 +7,8 @@ share of worker threads."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -257,9 +259,15 @@ def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_a
             await limiter.run("victim", time.sleep, 0)
             victim_light = not limiter.heavy("victim")
             release.set()
+        niced = await limiter.run("analyst", priority) - await limiter.run("victim", priority)
         for _ in range(10):
             await limiter.run("analyst", time.sleep, 0)
-        return heavy, running, waiting, victim_light, limiter.heavy("analyst")
+        limiter.close()
+        return heavy, running, waiting, victim_light, limiter.heavy("analyst"), niced
 
-    heavy, running, waiting, victim_light, still_heavy = anyio.run(main)
+    def priority() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if sys.platform == "linux" else 10
+
+    heavy, running, waiting, victim_light, still_heavy, niced = anyio.run(main)
     assert heavy and (running, waiting) == (1, 1) and victim_light and not still_heavy
+    assert niced == 10  # the heavy threads run at a lower CPU priority (Linux nice +10)

@@ -21,7 +21,7 @@ from fastapi.responses import Response
 from .._version import __version__
 from ..rewards import EXTERNAL_MODE
 from ..worlds import World
-from . import _episodes, _health, _worlds
+from . import _episodes, _forks, _health, _worlds
 from ._config import CONFIG_ENV, ServeConfig
 from ._health import PUBLIC
 from ._limits import BodyLimit, json_response, validation_failed
@@ -62,6 +62,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.off_loop(HOUSEKEEPING, state.table.close)
         if state.recorder is not None:
             await state.off_loop(HOUSEKEEPING, state.recorder.flush)
+        if state.limiter is not None:
+            state.limiter.close()
 
 
 async def _session_error(request: Request, exc: Exception) -> Response:
@@ -86,7 +88,7 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     app.add_exception_handler(SessionError, _session_error)
     app.add_exception_handler(RequestValidationError, validation_failed)
-    for router in (_health.router, _worlds.router, _episodes.router):
+    for router in (_health.router, _worlds.router, _forks.router, _episodes.router):
         app.include_router(router)
     return app
 

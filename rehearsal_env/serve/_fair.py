@@ -5,7 +5,9 @@ Every request's database work runs in a worker thread through one :class:`FairLi
 - at most ``total`` run at once, and at most ``per_key`` of one key's;
 - a key whose recent requests were slow (a moving average of their wall time above ``heavy_s``)
   is *heavy*: all heavy keys together hold at most ``heavy_total`` threads (default: half the
-  CPUs), so slow queries can never take every core from the quick requests of other keys;
+  CPUs), so slow queries can never take every core from the quick requests of other keys, and
+  (on Linux) those threads run at a lower CPU priority (``nice`` +:data:`HEAVY_NICE`), so that a
+  core they share with quick requests goes to the quick ones first;
 - when a thread frees, it goes to the waiting key that holds the fewest (ties: the one that has
   waited longest), so a key with many sessions queues behind its own requests, never in front of
   another key's.
@@ -17,11 +19,15 @@ few quick requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
@@ -33,6 +39,17 @@ HEAVY_S = 0.25
 """A key whose requests' moving-average wall time passes this many seconds is heavy."""
 SMOOTHING = 0.3
 """Weight of the newest request in a key's moving average."""
+HEAVY_NICE = 10
+"""How much lower the heavy threads' CPU priority is (Linux ``nice``; about a tenth of a normal thread's share
+of a contended core)."""
+
+
+def _lower_priority() -> None:
+    """Lower this thread's CPU priority (Linux: a thread is a task of its own; elsewhere ``setpriority`` would
+    lower the whole process, so nothing is done)."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HEAVY_NICE)
 
 
 class FairLimiter:
@@ -45,6 +62,8 @@ class FairLimiter:
                              f"{total}, {per_key} and {heavy_total}")
         self.total, self.per_key, self.heavy_total, self.heavy_s = total, per_key, heavy_total, heavy_s
         self._threads = anyio.CapacityLimiter(total)
+        self._heavy_threads = ThreadPoolExecutor(heavy_total, thread_name_prefix="rehearsal-heavy",
+                                                 initializer=_lower_priority)
         self._running: dict[str, int] = {}
         self._cost: dict[str, float] = {}
         self._waiting: dict[str, deque[tuple[int, asyncio.Future[bool]]]] = {}
@@ -57,11 +76,17 @@ class FairLimiter:
         heavy = await self._acquire(key)
         began = time.monotonic()
         try:
+            if heavy:
+                return await asyncio.get_running_loop().run_in_executor(self._heavy_threads, partial(fn, *args))
             return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._threads)
         finally:
             took = time.monotonic() - began
             self._cost[key] = (1 - SMOOTHING) * self._cost.get(key, took) + SMOOTHING * took
             self._release(key, heavy)
+
+    def close(self) -> None:
+        """Stop the heavy threads (once nothing runs on them)."""
+        self._heavy_threads.shutdown(wait=False)
 
     def running(self, key: str) -> int:
         """Slots ``key`` holds now."""
