@@ -19,8 +19,8 @@ from gymnasium.utils.env_checker import check_env
 import rehearsal_env
 from rehearsal_env.agents import make_agent
 from rehearsal_env.client import AtCapacity, Client, RemoteEnv, StepConflict
-from rehearsal_env.records import read_records, record_episode, to_row
-from rehearsal_env.runner import run_episode
+from rehearsal_env.records import read_records, to_row
+from rehearsal_env.runner import RecordStamp, run_episode
 from rehearsal_env.serve import ServeConfig, ServerThread, create_app
 
 SCENARIO = "shop/refund-item-0001"
@@ -47,8 +47,9 @@ def test_a_reference_episode_through_remote_env_matches_in_process(tmp_path: Pat
     local = rehearsal_env.make(SCENARIO)
     first_local, _ = local.reset(seed=3)
     played = run_episode(local, make_agent("reference", scenario), seed=3)
-    expected = record_episode(played.episode, run_id="local", agent="reference", agent_version="v1", repeat=0,
-                              seed=3, backend="sqlite", stress=True, provenance=local.provenance())
+    stamp = RecordStamp(run_id="local", agent="reference", agent_version="v1", backend="sqlite", stress=True,
+                        provenance=local.provenance())  # what a run stamps on its records, as the server does
+    expected = stamp.played(played.episode, repeat=0, seed=3)
     with serving(tmp_path) as (url, out):
         env = RemoteEnv(url, SCENARIO, agent="reference", agent_version="v1")
         agent = make_agent("reference", scenario)
