@@ -74,17 +74,18 @@ class Client:
         self.retries = retries
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, *, raw: bool = False, once: bool = False, **kwargs: Any) -> Any:
+        """The response's JSON (``raw``: its bytes); ``once``: never sent again (a retry would act twice)."""
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
                 break
             except httpx.TransportError:
-                if attempt == self.retries:
+                if once or attempt == self.retries:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt))
         _raise_for(response)
-        return response.json()
+        return response.content if raw else response.json()
 
     # -- the endpoints ----------------------------------------------------------
     def health(self, world: str | None = None, profile: str | None = None) -> dict[str, Any]:
@@ -114,6 +115,21 @@ class Client:
         """Take step ``step_index`` (0, 1, ...) of the episode; safe to retry."""
         return dict(self._call("POST", f"/v1/episodes/{episode_id}/step",
                                json={"action": action, "step_index": step_index}))
+
+    def fork(self, episode_id: str) -> dict[str, Any]:
+        """Fork the episode at its current turn: a new episode (``episode_id``, ``observation``, ``step_index``,
+        ``parent``) of this key; both go on independently."""
+        return dict(self._call("POST", f"/v1/episodes/{episode_id}/fork", once=True))
+
+    def checkpoint(self, episode_id: str) -> bytes:
+        """The episode's checkpoint bytes (restore them with :meth:`restore`, or ``rehearsal_env.restore``)."""
+        data: bytes = self._call("GET", f"/v1/episodes/{episode_id}/checkpoint", raw=True)
+        return data
+
+    def restore(self, data: bytes) -> dict[str, Any]:
+        """A new episode of this key from checkpoint bytes (the response is :meth:`fork`'s)."""
+        return dict(self._call("POST", "/v1/episodes/restore", once=True, content=data,
+                               headers={"content-type": "application/octet-stream"}))
 
     def episode(self, episode_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/v1/episodes/{episode_id}"))

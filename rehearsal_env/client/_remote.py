@@ -10,6 +10,7 @@ id on the server is ``env.episode_id``.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -80,6 +81,32 @@ class RemoteEnv(gym.Env[str, str]):
         self._last = (int(result["turn"]), action, str(result["observation"]))
         return (str(result["observation"]), float(result["reward"]), bool(result["terminated"]),
                 bool(result["truncated"]), info)
+
+    def fork(self) -> RemoteEnv:
+        """A new remote env in exactly this episode's state (the server forks it: a new episode of the same key,
+        its record naming this one and the turn as its parent). It shares this env's client."""
+        if self.episode_id is None or not self._active:
+            raise RuntimeError("cannot fork: no episode is going on (call reset(), and fork before the final step)")
+        forked = self.client.fork(self.episode_id)
+        return self._branch(forked)
+
+    def checkpoint(self) -> bytes:
+        """The episode's checkpoint bytes (``rehearsal_env.restore`` rebuilds them locally, :meth:`restore`
+        on a server)."""
+        if self.episode_id is None or not self._active:
+            raise RuntimeError("cannot checkpoint: no episode is going on (call reset() first)")
+        return self.client.checkpoint(self.episode_id)
+
+    def restore(self, data: bytes) -> RemoteEnv:
+        """A new remote env of the server's episode restored from checkpoint bytes (same client)."""
+        return self._branch(self.client.restore(data))
+
+    def _branch(self, started: dict[str, Any]) -> RemoteEnv:
+        twin = copy.copy(self)
+        twin._owns_client = False
+        twin.episode_id, twin._active = started["episode_id"], True
+        twin._step_index, twin._last = int(started["step_index"]), None
+        return twin
 
     def render(self) -> str | None:
         if self._last is None:

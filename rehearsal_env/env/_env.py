@@ -204,21 +204,24 @@ class RehearsalEnv(gym.Env[str, str]):
         return f"turn {last.turn}: {last.action}\n-> {last.observation}"
 
     # -- forks and checkpoints (see docs/fork-and-resume.md) -------------------------------
-    def fork(self) -> RehearsalEnv:
+    def fork(self, *, database: Database | None = None) -> RehearsalEnv:
         """A new, independent env in exactly this env's state at this turn (database, episode, random state).
 
         Continuing the fork and this env with the same actions gives the same observations, database,
         outside-service ledger and verdict; they share no mutable state. The fork's record names this
         episode and turn as its parent. Forking is for whoever runs the env, never an agent action.
 
+        ``database``: a reset database of this world to copy into, which the fork uses and does not close
+        (default: a spare of this process's pool, given back when the fork closes).
+
         Raises:
             RuntimeError: the env is closed, not reset, or its episode has ended.
         """
         episode = self._live("fork")
         state = episode_state(episode)  # first: a customer that cannot be forked fails before any work
-        db = copy_database(self.db, self.world, self.backend, self._backend_options)
+        db = copy_database(self.db, self.world, self.backend, self._backend_options, into=database)
         child = copy.copy(self)
-        child._db, child._owns_db, child._spare_db, child._closed = db, True, True, False
+        child._db, child._owns_db, child._spare_db, child._closed = db, database is None, database is None, False
         child._np_random = copy_rng(self._np_random)
         child.observation_space, child.action_space = copy.copy(self.observation_space), copy.copy(self.action_space)
         for space, own in ((child.observation_space, self.observation_space), (child.action_space, self.action_space)):

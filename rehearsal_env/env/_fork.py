@@ -80,14 +80,17 @@ def close_spares() -> None:
         _close(db)
 
 
-def copy_database(source: Database, world: World, backend: str, options: Mapping[str, Any]) -> Database:
-    """A database of ``world`` on ``backend`` in ``source``'s exact state (rows and next ids)."""
+def copy_database(source: Database, world: World, backend: str, options: Mapping[str, Any], *,
+                  into: Database | None = None) -> Database:
+    """A database of ``world`` on ``backend`` in ``source``'s exact state (rows and next ids): ``into`` (a reset
+    database of ``world``, e.g. from a server's own pool) when given, else a spare."""
     delta = capture_delta(source)
-    db = take_database(world, backend, options)
+    db = into if into is not None else take_database(world, backend, options)
     try:
         apply_delta(db, delta)
     except BaseException:
-        _close(db)
+        if into is None:
+            _close(db)
         raise
     return db
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends import Database
 from ..clock import frozen_world
 from ..worlds import World, load_world
 from ._checkpoint import CheckpointError, decode, read_header
@@ -30,7 +31,8 @@ from ._state import load_episode_state, set_rng_state
 
 
 def restore(data: bytes, *, world: World | None = None, backend: str | None = None,
-            customer: Customer | None = None, resume: bool = False, **backend_options: Any) -> RehearsalEnv:
+            customer: Customer | None = None, resume: bool = False, database: Database | None = None,
+            **backend_options: Any) -> RehearsalEnv:
     """The env of a checkpoint, in the state it was taken in.
 
     Args:
@@ -40,6 +42,8 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
         backend: The database backend (default: the checkpoint's; the saved state is the same on every one).
         customer: The customer (default: the scripted customer); it must be of the checkpointed kind.
         resume: Continue the same episode (same id, no new lineage) instead of a new one whose parent it is.
+        database: A reset database of the world to restore into, which the env uses and does not close
+            (default: a spare of this process's pool, given back when the env closes).
         backend_options: Passed to the backend (PostgreSQL: ``dsn``); a checkpoint never holds them.
 
     Raises:
@@ -59,16 +63,17 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
                               f"{base.name!r}'s") from None
     settings = checkpoint.payload["env"]
     env = RehearsalEnv(scenario, base, backend=backend or header["backend"], freeze_time=header["anchor"],
-                       stress=bool(settings["stress"]), profile=settings["profile"], customer=customer,
+                       stress=bool(settings["stress"]), reward_profile=settings["profile"], customer=customer,
                        **backend_options)
     env.freeze_time_source = str(settings["freeze_time_source"])
-    db = take_database(env.world, env.backend, backend_options)
+    db = database if database is not None else take_database(env.world, env.backend, backend_options)
     try:
         apply_delta(db, DatabaseDelta.from_json(checkpoint.payload["database"]))
     except BaseException:
-        give_back(env.world, env.backend, backend_options, db)
+        if database is None:
+            give_back(env.world, env.backend, backend_options, db)
         raise
-    env._db, env._owns_db, env._spare_db = db, True, True
+    env._db, env._owns_db, env._spare_db = db, database is None, database is None
     try:
         episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer)
         load_episode_state(episode, checkpoint.payload["episode"])

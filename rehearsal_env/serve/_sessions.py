@@ -23,10 +23,11 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..backends import DatabaseError
+from ..backends import Database, DatabaseError
 from ..env import RehearsalEnv, parse_action
 from ..provenance import provenance_of
 from ..records import EpisodeRecord
@@ -157,6 +158,47 @@ class SessionTable:
                     self._requests[(who.key_id, request_id)] = session.id
                     while len(self._requests) > TOMBSTONES:
                         self._requests.popitem(last=False)
+            return session
+        finally:
+            if not created:
+                self._unreserve(who.key_id)
+
+    def branch(self, who: Principal, parent: Session | None, make: Callable[[Database], RehearsalEnv], *,
+               world: World, scenario: Scenario, seed: int, profile: str | None, agent: str, agent_version: str,
+               steps: int = 0) -> Session:
+        """A new live session of ``who`` (one of its key's places) whose env ``make`` builds on a database of
+        the pool: a fork of ``parent``'s episode, or a restored checkpoint (``parent`` None).
+
+        Raises:
+            AtCapacity: no free place (see :meth:`create`).
+            EnvironmentFailed: no database could be had.
+        """
+        with self._lock:
+            self._reserve(who)
+        created = False
+        try:
+            try:
+                db = self.pool.acquire(world)
+            except DatabaseError as exc:
+                raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
+            try:
+                if parent is not None:
+                    with parent.lock:
+                        env = make(db)
+                else:
+                    env = make(db)
+            except BaseException:
+                self.pool.release(world, db)
+                raise
+            run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
+            session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
+                              seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
+                              db=db, run_dir=run_dir, last_step=time.monotonic(), steps=steps)
+            env.episode.id = session.id
+            with self._lock:
+                self._live[session.id] = session
+                self.started += 1
+                created = True
             return session
         finally:
             if not created:
