@@ -21,6 +21,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,16 @@ from tau2data import tau2_world
 import rehearsal_env
 from rehearsal_env import RehearsalEnv
 from rehearsal_env.backends import ApplicationError, open_database
+from rehearsal_env.backends import sqlite as sqlite_backend
 from rehearsal_env.backends.sqlite import APP_STATEMENT_TIMEOUT_S
 from rehearsal_env.checks import Check
 from rehearsal_env.records import read_records
 from rehearsal_env.runner import RunConfig, run
+from rehearsal_env.scenarios import Scenario, Solution, ToolCall
+from rehearsal_env.tools import ToolContext, tool
 from rehearsal_env.verdict import Outcome, judge
 from rehearsal_env.versions import build_and_publish, load_manifest, render_html, render_markdown
-from rehearsal_env.worlds import World, load_world_folder, register_world
+from rehearsal_env.worlds import Role, World, load_world_folder, register_world
 
 NOTES = Path(__file__).parent / "worlds" / "notes"
 PARENS = "SELECT " + "(" * 46 + "1" + ")" * 46
@@ -282,3 +286,37 @@ def test_a_heap_hungry_query_never_fails_a_concurrent_env_s_reset_or_step() -> N
         victim.close()
     assert not failures, failures[:3]
     assert hostile_errors and all("passed 4 MB" in e for e in hostile_errors), hostile_errors[:2]
+
+
+# -- SQLite: a tool's own statement that runs away is stopped, and is that tool's crash ----------------------
+def test_a_runaway_application_statement_is_interrupted_as_the_tool_s_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    @tool("read")
+    def count_to(ctx: ToolContext, n: int) -> int:
+        """Count to n (the world's author forgot to bound n).
+
+        Args:
+            n: How far.
+        """
+        sql = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < ?) SELECT COUNT(*) FROM r"
+        return int(ctx.db.query(sql, (n,))[0][0])
+
+    check = Check("the note is there", "SELECT COUNT(*) FROM notes", "eq", 1)
+    world = World(name="counter", description="Counts.", tables=(crashworld.NOTES,), tools=(count_to,),
+                  roles=(Role("clerk", "Counts.", ("count_to",)),), policies=(), data_anchor=date(2026, 1, 15),
+                  seed=1, generate_rows=lambda seed, anchor: {"notes": [(1, "bob", "hi")]},
+                  generate_scenarios=lambda w: [Scenario(
+                      id="count", world="counter", split="dev", role="clerk", category="count", request="Count.",
+                      goal_checks=(check,), hard_rules=(), turn_limit=4,
+                      reference=Solution("reference", (ToolCall("finish", {"message": "done"}),)), wrong=())])
+    monkeypatch.setattr(sqlite_backend, "APP_STATEMENT_TIMEOUT_S", 0.5)
+    env = RehearsalEnv("count", world)
+    try:
+        env.reset(seed=0)
+        assert _step(env, "count_to", n=10)[0]["result"] == 10
+        started = time.monotonic()
+        result, info = _step(env, "count_to", n=2**62)
+        assert time.monotonic() - started < 0.5 + 5.0  # stopped at its deadline (a generous bound)
+        assert info["status"] == "error" and "longer than 0.5 s" in result["error"]
+        assert _finish(env).outcome is Outcome.VERIFIED and [c.tool for c in env.episode.tool_crashes] == ["count_to"]
+    finally:
+        env.close()
