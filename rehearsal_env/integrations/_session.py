@@ -73,8 +73,8 @@ class Session:
         if self._db is None:
             self._db = open_database(self.world, self.backend, **self._backend_options)
         chosen = scenario if isinstance(scenario, Scenario) else self.world.scenario(scenario)
-        self.env = RehearsalEnv(chosen, self.world, backend=self.backend, stress=self.stress, profile=self.profile,
-                                database=self._db)
+        self.env = RehearsalEnv(chosen, self.world, backend=self.backend, stress=self.stress,
+                                reward_profile=self.profile, database=self._db)
         observation, self.info = self.env.reset(seed=seed)
         return observation
 
