@@ -17,6 +17,7 @@ import pytest
 from scipy import stats
 from statsmodels.regression.linear_model import OLS
 
+from rehearsal_env.agents import Price, ProfileStore, parse_profile
 from rehearsal_env.measure import (
     cost_report,
     load_run,
@@ -139,3 +140,21 @@ def test_measure_reports_cost_and_reliability_in_text_json_and_plot(tmp_path: Pa
                                                                       profile=None))[0]]
     png = plot_cost_reliability([summarize(r) for r in runs], Path(tmp_path / "c.png"))
     assert png.stat().st_size > 10_000
+
+
+def test_a_profiles_price_is_part_of_its_version_and_measure_reads_it(tmp_path: Path) -> None:
+    base = 'name = "bot"\nagent = "openai"\nmodel = "m"\ninstructions = ""\n'
+    plain = parse_profile(base)
+    priced = parse_profile(base + "\n[price]\ninput_per_million = 0.5\noutput_per_million = 2\n")
+    assert priced.price == Price(0.5, 2.0) and plain.price is None
+    assert priced.content_hash != plain.content_hash  # a changed price is another version
+    assert parse_profile(priced.to_toml()) == priced and parse_profile(plain.to_toml()) == plain
+    store = ProfileStore(tmp_path / "profiles")
+    v1, _ = store.register(plain)
+    v2, created = store.register(priced)
+    assert created and (v1.version, v2.version) == (1, 2)
+    with pytest.raises(ValueError, match=r"price.input_per_million to be a price per million tokens >= 0"):
+        parse_profile(base + "\n[price]\ninput_per_million = -1\noutput_per_million = 2\n")
+    (run,) = load_run(write_costed(tmp_path / "r", EPISODES, profile=priced.to_toml()))
+    report = cost_report(run)
+    assert report.prices is not None and (report.prices.input_per_million, report.prices.output_per_million) == (0.5, 2)

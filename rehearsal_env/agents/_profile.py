@@ -24,7 +24,11 @@ instructions and its sampling parameters. It is a small TOML file::
     stream = true                    # stream replies (the default); false for a server that cannot
     extra_body = { top_k = 40 }      # more fields for the request body, sent as given
 
-The ``[provider]`` options are part of the profile's version: the same model offered
+    [price]                          # optional: per million tokens, for measure's cost per episode
+    input_per_million = 0.15
+    output_per_million = 0.60
+
+The ``[provider]`` options (and the ``[price]``) are part of the profile's version: the same model offered
 its tools differently is a different agent. ``tool_choice`` is sent whenever tools
 are (OpenAI-compatible servers such as llama-cpp-python's ``chatml-function-calling``
 leave the tools out of the prompt without it).
@@ -147,6 +151,16 @@ class Provider:
 
 
 @dataclass(frozen=True)
+class Price:
+    """What the model's tokens cost, per million (measure's cost per episode); part of the version's content."""
+
+    input_per_million: float
+    """Price of a million input (prompt) tokens."""
+    output_per_million: float
+    """Price of a million output (completion) tokens."""
+
+
+@dataclass(frozen=True)
 class AgentProfile:
     """One version of an agent: what a record says was evaluated."""
 
@@ -172,6 +186,8 @@ class AgentProfile:
     """What the provider needs to be sent: ``tool_choice``, ``parallel_tool_calls``, streaming, extra fields."""
     version: int | None = None
     """The registered version (1, 2, ...); None for a built-in or not yet registered profile."""
+    price: Price | None = None
+    """Prices per million input and output tokens (``[price]``); None: not declared (measure gives no cost)."""
 
     @property
     def content_hash(self) -> str:
@@ -205,6 +221,9 @@ class AgentProfile:
         provider = self.provider.to_dict()
         if provider:  # left out when default, so profiles without [provider] keep their hash
             content["provider"] = provider
+        if self.price is not None:  # left out when undeclared, so profiles without [price] keep their hash
+            content["price"] = {"input_per_million": self.price.input_per_million,
+                                "output_per_million": self.price.output_per_million}
         return content
 
     def to_toml(self) -> str:
@@ -227,6 +246,9 @@ class AgentProfile:
         provider = self.provider.to_dict()
         if provider:
             lines += ["", "[provider]"] + [f"{k} = {_toml_value(v)}" for k, v in provider.items()]
+        if self.price is not None:
+            lines += ["", "[price]", f"input_per_million = {json.dumps(float(self.price.input_per_million))}",
+                      f"output_per_million = {json.dumps(float(self.price.output_per_million))}"]
         return "\n".join(lines) + "\n"
 
 
@@ -302,6 +324,14 @@ class _ProviderFile(BaseModel):
         return body
 
 
+class _PriceFile(BaseModel):
+    """``[price]`` of a profile file: both prices, per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    input_per_million: float = Field(ge=0, allow_inf_nan=False)
+    output_per_million: float = Field(ge=0, allow_inf_nan=False)
+
+
 class _ProfileFile(BaseModel):
     """An agent profile file: every key, its type and its bounds (see the module docstring)."""
 
@@ -316,6 +346,7 @@ class _ProfileFile(BaseModel):
     max_call_s: float | None = Field(default=None, gt=0)
     provider: _ProviderFile = Field(default_factory=_ProviderFile)
     version: int | None = Field(default=None, ge=1, exclude=True)
+    price: _PriceFile | None = None
 
     @field_validator("agent")
     @classmethod
@@ -349,6 +380,9 @@ _MESSAGES = {
     "provider.parallel_tool_calls": "expected provider.parallel_tool_calls to be true or false, got {got}",
     "provider.stream": "expected provider.stream to be true or false, got {got}",
     "provider.extra_body": "expected provider.extra_body to be a table, got {got}",
+    "price": "expected a [price] table with input_per_million and output_per_million, got {got}",
+    "price.input_per_million": "expected price.input_per_million to be a price per million tokens >= 0, got {got}",
+    "price.output_per_million": "expected price.output_per_million to be a price per million tokens >= 0, got {got}",
 }
 """The wording of each key's error (what the hand-written checks said before the profile was declared)."""
 
@@ -369,7 +403,9 @@ def parse_profile(text: str, source: str = "profile") -> AgentProfile:
                         max_call_s=float(data.max_call_s) if data.max_call_s is not None else None,
                         provider=Provider(tool_choice=p.tool_choice, parallel_tool_calls=p.parallel_tool_calls,
                                           stream=p.stream, extra_body=json.dumps(p.extra_body, sort_keys=True)),
-                        version=data.version)
+                        version=data.version,
+                        price=None if data.price is None else Price(float(data.price.input_per_million),
+                                                                    float(data.price.output_per_million)))
 
 
 def load_profile_file(path: str | Path) -> AgentProfile:
