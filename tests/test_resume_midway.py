@@ -76,7 +76,7 @@ class Killer:
                 return out
 
             def dying_answer(files: Any, turn: int, given: Any) -> None:
-                if killer.mode == "before" and files.state_path.name.startswith(killer.scenario + ".") \
+                if killer.mode == "before" and files.path.name.startswith(killer.scenario + ".") \
                         and turn == killer.turn and _armed(killer, "before"):
                     os._exit(9)  # the agent answered; the answer is not saved, the turn not taken
                 answer(files, turn, given)
@@ -157,7 +157,7 @@ def test_a_killed_serial_driver_resumes_mid_episode_with_identical_records(
     config = _config(out)
     assert _drive(tmp_path, config, killer, resume=False) == 9, "the driver was to die mid-episode"
     assert (tmp_path / "marker").read_text() == mode
-    assert any((out / "checkpoints").glob(f"{scenario}.*.state"))
+    assert any((out / "checkpoints").glob(f"{scenario}.*.log"))
     assert _drive(tmp_path, config, killer, resume=True) == 0
     got = comparable(read_records(out))
     assert got == uninterrupted

@@ -1,14 +1,19 @@
 """Each in-flight episode checkpointed after every turn, and continued from there after a death.
 
-While a run plays, every episode keeps two files in the run's checkpoint folder
-(:attr:`~._plan.RunConfig.checkpoints`, ``<run dir>/checkpoints`` by default), named by its
-scenario and repeat:
+While a run plays, every episode appends to one log in the run's checkpoint folder
+(:attr:`~._plan.RunConfig.checkpoints`), named by its scenario and repeat (``<key>.log``), kept
+open for the episode:
 
-- ``<key>.state``: after every turn (and right after ``reset``), the env's checkpoint
+- a *state* record after every turn (and right after ``reset``): the env's checkpoint
   (:meth:`~rehearsal_env.RehearsalEnv.checkpoint`: database rows, episode, random state) and the
-  agent's state, replaced atomically (write, then rename);
-- ``<key>.answer``: before every turn, the agent's answer for it (*write-ahead*): the action about
-  to be carried out, or the exception the policy raised.
+  agent's state;
+- an *answer* record before every turn (*write-ahead*): the agent's answer for it, the action
+  about to be carried out or the exception the policy raised.
+
+Each record carries its length and SHA-256, so a record cut short by a dying process ends the log
+there and the one before it counts. Appending to an open file costs microseconds where a new file
+renamed into place costs milliseconds on a busy disk; no record is fsynced: a dead process loses
+nothing the kernel holds, only the machine's crash would (then the episode is played from its start).
 
 When a worker or the driver dies, the episode is played again by whoever picks it up (another Ray
 actor, or ``rehearsal run --resume``): :func:`play_resumable` restores the last state (the same
@@ -27,12 +32,13 @@ folder is removed when the run finishes.
 
 from __future__ import annotations
 
-import os
+import hashlib
 import pickle
 import re
 import shutil
+import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import cloudpickle
 
@@ -57,30 +63,33 @@ def _key(spec: EpisodeSpec) -> str:
     return f"{_UNSAFE.sub('_', spec.scenario)}.{spec.repeat}"
 
 
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)  # a process that dies mid-write leaves the previous file whole
+_RECORD = struct.Struct(">cI32s")
+"""One log record's head: its kind (``S`` state, ``A`` answer), payload length, the payload's SHA-256."""
 
 
 class EpisodeCheckpoints:
-    """The checkpoint files of one episode (see the module docstring)."""
+    """The checkpoint log of one episode (see the module docstring)."""
 
     def __init__(self, folder: str | Path, spec: EpisodeSpec) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.state_path = self.folder / f"{_key(spec)}.state"
-        self.answer_path = self.folder / f"{_key(spec)}.answer"
+        self.path = self.folder / f"{_key(spec)}.log"
+        self._log: BinaryIO | None = None
+
+    def _append(self, kind: bytes, payload: bytes) -> None:
+        if self._log is None:
+            self._log = open(self.path, "ab", buffering=0)  # noqa: SIM115  (kept open for the episode)
+        self._log.write(_RECORD.pack(kind, len(payload), hashlib.sha256(payload).digest()) + payload)
 
     def save(self, env: RehearsalEnv, agent: object, observation: str, info: dict[str, Any]) -> None:
         """The state after a turn (or the reset): env checkpoint, agent, what the agent is shown next."""
         try:
             agent_bytes: bytes | None = cloudpickle.dumps(agent)  # a policy's class defined in a script, too
-        except Exception:  # a policy holding a client or a lock: re-fed on resume instead
+        except Exception:  # a policy holding a client or a lock: its episode is played again from the start
             agent_bytes = None
         shown = {k: v for k, v in info.items() if k != "verdict"}
-        _write(self.state_path, pickle.dumps({"env": env.checkpoint(), "agent": agent_bytes,
-                                              "observation": observation, "info": shown}))
+        self._append(b"S", pickle.dumps({"env": env.checkpoint(), "agent": agent_bytes,
+                                         "observation": observation, "info": shown}))
 
     def answer(self, turn: int, answer: str | BaseException) -> None:
         """The agent's answer for ``turn``, before the turn is taken."""
@@ -88,19 +97,37 @@ class EpisodeCheckpoints:
             ("action", answer) if isinstance(answer, str)
             else ("abort", answer.cause.value, str(answer)) if isinstance(answer, NotScoredError)
             else ("raised", type(answer).__name__, str(answer)))
-        _write(self.answer_path, pickle.dumps({"turn": turn, "answer": kept}))
+        self._append(b"A", pickle.dumps({"turn": turn, "answer": kept}))
 
     def load(self) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
-        """The last state and the answer file's content (None: nothing saved for this episode)."""
-        if not self.state_path.is_file():
+        """The last whole state and the answer saved after it (None: no state saved for this episode).
+        A record cut short or damaged (the process died while writing it) ends the log there."""
+        if not self.path.is_file():
             return None
-        state = pickle.loads(self.state_path.read_bytes())
-        answer = pickle.loads(self.answer_path.read_bytes()) if self.answer_path.is_file() else None
-        return state, answer
+        data = self.path.read_bytes()
+        state: dict[str, Any] | None = None
+        answer: dict[str, Any] | None = None
+        at = 0
+        while at + _RECORD.size <= len(data):
+            kind, size, digest = _RECORD.unpack_from(data, at)
+            payload = data[at + _RECORD.size:at + _RECORD.size + size]
+            if len(payload) != size or hashlib.sha256(payload).digest() != digest:
+                break
+            if kind == b"S":
+                state, answer = pickle.loads(payload), None
+            else:
+                answer = pickle.loads(payload)
+            at += _RECORD.size + size
+        return None if state is None else (state, answer)
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def clear(self) -> None:
-        self.state_path.unlink(missing_ok=True)
-        self.answer_path.unlink(missing_ok=True)
+        self.close()
+        self.path.unlink(missing_ok=True)
 
 
 def _answer_of(kept: tuple[str, ...]) -> str | BaseException:
@@ -126,6 +153,13 @@ def play_resumable(run: ResolvedRun, env: RehearsalEnv, spec: EpisodeSpec, folde
 
 def _play(run: ResolvedRun, env: RehearsalEnv, spec: EpisodeSpec, folder: str | Path) -> EpisodeRecord:
     files = EpisodeCheckpoints(folder, spec)
+    try:
+        return _play_logged(run, env, spec, files)
+    finally:
+        files.close()
+
+
+def _play_logged(run: ResolvedRun, env: RehearsalEnv, spec: EpisodeSpec, files: EpisodeCheckpoints) -> EpisodeRecord:
     saved = files.load()
     if saved is not None and saved[0]["agent"] is None:
         files.clear()  # the agent did not pickle: the episode is played again from its start
