@@ -48,7 +48,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state.start()
     for name, world in state.worlds.items():
         await state.off_loop(PUBLIC, state.blob, name, None)
-        await state.off_loop(PUBLIC, state.table.warm, world)
+        await state.off_loop(PUBLIC, state.table.pool.warm, world)
     gc.collect()
     gc.freeze()  # the worlds, their seed rows and snapshots live as long as the server: keep them out of
     # every garbage collection (with a thousand sessions a full collection otherwise walks them all)

@@ -20,10 +20,13 @@ from typing import Any
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+from ..env import Episode
 from ..provenance import OUTCOME_PROFILE, Provenance
 from ..records import EpisodeRecord, part_files, seal_run, write_bytes_atomic, write_part
 from ..records import next_part as first_free_part
-from ..runner import SummaryRow, summary_of
+from ..runner import RecordStamp, SummaryRow, summary_of
+from ..scenarios import Scenario
+from ..verdict import NotScoredCause
 
 SERVE_FILE = "serve.json"
 """A served run directory's identity: run id, world, profile, backend."""
@@ -88,6 +91,25 @@ class Recorder:
                 self._dirs[key] = RunDir(path, run_id, provenance)
                 return self._dirs[key]
         raise RuntimeError(f"no free run directory for {base} under {self.out}")  # pragma: no cover
+
+    def stamp(self, run_dir: RunDir, agent: str, agent_version: str) -> RecordStamp:
+        """What a served episode's record carries besides its episode: the run directory's id and provenance, the
+        agent's name and version (the same stamp as a run's records, :class:`~rehearsal_env.runner.RecordStamp`)."""
+        return RecordStamp(run_id=run_dir.run_id, agent=agent, agent_version=agent_version, backend=self.backend,
+                           stress=self.stress, provenance=run_dir.provenance)
+
+    def add_played(self, run_dir: RunDir, episode: Episode, *, agent: str, agent_version: str, seed: int,
+                   key_id: str) -> None:
+        """Buffer the record of a finished served episode, stamped with the key that played it (its id)."""
+        record = self.stamp(run_dir, agent, agent_version).played(episode, repeat=0, seed=seed)
+        self.add(run_dir, replace(record, key_id=key_id))
+
+    def add_not_played(self, run_dir: RunDir, scenario: Scenario, *, agent: str, agent_version: str, seed: int,
+                       key_id: str, reason: str, cause: NotScoredCause) -> None:
+        """Buffer the record of a served episode that could not be played: not scored because ``cause`` failed."""
+        record = self.stamp(run_dir, agent, agent_version).not_played(scenario, repeat=0, seed=seed, reason=reason,
+                                                                      cause=cause)
+        self.add(run_dir, replace(record, key_id=key_id))
 
     def add(self, run_dir: RunDir, record: EpisodeRecord) -> None:
         """Buffer a finished episode's record (written within ``flush_every`` records or at the next flush)."""

@@ -1,17 +1,13 @@
 """The session table: one live episode per session, each with its own database state.
 
-Every method here does database work and is called off the event loop (a worker thread); a
-session's lock makes its steps strictly sequential. ``step_index`` makes a step idempotent:
-the response of every step taken is kept, so a retried index gets the same response and the
-action is never applied twice; any other index is a :class:`StepConflict` naming the expected
-one. Ended sessions free their database at once and leave a small tombstone (their final
-state) so a late retry or ``GET`` still answers. Session ids are 128 random bits and never
-reused.
-
-Fairness: a key holds at most ``per_key`` live sessions; the idle timer runs from a session's
-last step (reading it does not keep it alive). Every open episode is ended the same way, by
-its agent's ``give_up`` and judged: on ``DELETE``, on the idle timer and when the server
-stops, so parking an episode (leaving it open) never changes what it counts for.
+Every method does database work off the event loop; a session's lock makes its steps strictly
+sequential. ``step_index`` makes a step idempotent: a retried index gets the stored response and
+the action is never applied twice; any other index is a :class:`StepConflict` naming the
+expected one. Ended sessions free their database at once and leave a tombstone (their final
+state) for a late retry or ``GET``. Session ids are 128 random bits, never reused. A key holds
+at most ``per_key`` live sessions; the idle timer runs from a session's last step (reads do not
+keep it alive). Every open episode is ended the same way, by its agent's ``give_up`` and judged:
+on ``DELETE``, on the idle timer and when the server stops, so parking an episode gains nothing.
 """
 
 from __future__ import annotations
@@ -24,21 +20,20 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ..backends import Database, DatabaseError
 from ..env import RehearsalEnv, parse_action
 from ..provenance import provenance_of
-from ..records import EpisodeRecord
-from ..runner import RecordStamp, take_turn
+from ..runner import take_turn
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause
 from ..worlds import World
 from ._keys import Scope
+from ._places import Places
 from ._pool import DatabasePool
-from ._recorder import Recorder, RunDir
-from ._session import AtCapacity, EnvironmentFailed, Forbidden, NotFound, Principal, Session, StepConflict
+from ._recorder import Recorder
+from ._session import EnvironmentFailed, Forbidden, NotFound, Principal, Session, StepConflict
 
 GIVE_UP = "give_up"
 TOMBSTONES = 10_000
@@ -69,50 +64,26 @@ class SessionTable:
         self._live: dict[str, Session] = {}
         self._ended: OrderedDict[str, Session] = OrderedDict()
         self._requests: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._held: dict[str, int] = {}  # live and reserved sessions per key
+        self._places = Places(max_sessions, self.per_key)  # live sessions and those being opened
         self._lock = threading.Lock()
         self.started = 0
         self.reaped = 0
 
-    # -- capacity ------------------------------------------------------------
     @property
     def live(self) -> int:
         return len(self._live)
 
     def retry_after(self, key_id: str | None = None) -> int:
-        """Seconds until the first live session (of ``key_id``) could be reaped (at least 1)."""
-        with self._lock:
-            return self._retry_after(key_id)
-
-    def _retry_after(self, key_id: str | None) -> int:
+        """Seconds until the first live session (of ``key_id``) could be reaped (at least 1; call holding the
+        table's lock)."""
         steps = [s.last_step for s in self._live.values() if key_id is None or s.owner == key_id]
         oldest = min(steps, default=time.monotonic())
         return max(1, math.ceil(oldest + self.idle_timeout - time.monotonic()))
 
-    def warm(self, world: World) -> None:
-        """Build ``world``'s snapshot or template now, not at the first episode."""
-        self.pool.warm(world)
-
-    def _reserve(self, who: Principal) -> None:
-        """Hold one session place for ``who`` (the caller holds the lock)."""
-        held = self._held.get(who.key_id, 0)
-        if sum(self._held.values()) >= self.max_sessions:
-            raise AtCapacity(f"expected a free session; all {self.max_sessions} are in use. Retry later, "
-                             f"or end finished episodes with DELETE /v1/episodes/ID",
-                             retry_after=self._retry_after(None))
-        if held >= self.per_key:
-            raise AtCapacity(f"expected this key to hold fewer than {self.per_key} live sessions; it holds {held}. "
-                             f"End finished episodes with DELETE /v1/episodes/ID, or retry later",
-                             retry_after=self._retry_after(who.key_id))
-        self._held[who.key_id] = held + 1
-
     def _unreserve(self, key_id: str) -> None:
         with self._lock:
-            self._held[key_id] -= 1
-            if not self._held[key_id]:
-                del self._held[key_id]
+            self._places.give(key_id)
 
-    # -- lifecycle -------------------------------------------------------------
     def create(self, who: Principal, world: World, scenario: Scenario, *, seed: int, profile: str | None,
                agent: str, agent_version: str, request_id: str | None = None) -> Session:
         """Start an episode (a retried ``request_id`` gets the session it started); ``opening`` is its first
@@ -121,7 +92,7 @@ class SessionTable:
         Raises:
             AtCapacity: ``max_sessions`` are live, or this key holds its ``per_key`` (``retry_after`` says when
                 one may free).
-            EnvironmentFailed: the database could not be opened or reset.
+            EnvironmentFailed: the database could not be opened or reset (recorded not scored, cause database).
         """
         with self._lock:
             if request_id is not None and (who.key_id, request_id) in self._requests:
@@ -129,39 +100,23 @@ class SessionTable:
                 session = self._live.get(known) or self._ended.get(known)
                 if session is not None:
                     return session
-            self._reserve(who)
-        created = False
-        try:
-            try:
-                db = self.pool.acquire(world)
-            except DatabaseError as exc:
-                self._not_played(who, world, scenario, seed, profile, agent, agent_version, f"no database: {exc}")
-                raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
-            try:
-                env = RehearsalEnv(scenario, world, database=db, stress=self.stress, reward_profile=profile)
-                observation, _ = env.reset(seed=seed)
-            except DatabaseError as exc:
-                with contextlib.suppress(DatabaseError):
-                    db.close()
-                self._not_played(who, world, scenario, seed, profile, agent, agent_version,
-                                 f"the reset failed: {exc}")
-                raise EnvironmentFailed(f"the environment failed to reset the database: {exc}") from exc
-            run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
-            session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
-                              seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
-                              db=db, run_dir=run_dir, last_step=time.monotonic(), opening=observation)
+            self._places.take(who.key_id, self.retry_after)
+
+        def reset(db: Database) -> tuple[RehearsalEnv, str]:
+            env = RehearsalEnv(scenario, world, database=db, stress=self.stress, reward_profile=profile)
+            return env, env.reset(seed=seed)[0]
+
+        def failed(reason: str) -> None:
+            self._not_played(who, world, scenario, seed, profile, agent, agent_version, reason)
+
+        session = self._admit(who, reset, failed, world=world, scenario=scenario, seed=seed, profile=profile,
+                              agent=agent, agent_version=agent_version)
+        if request_id is not None:
             with self._lock:
-                self._live[session.id] = session
-                self.started += 1
-                created = True
-                if request_id is not None:
-                    self._requests[(who.key_id, request_id)] = session.id
-                    while len(self._requests) > TOMBSTONES:
-                        self._requests.popitem(last=False)
-            return session
-        finally:
-            if not created:
-                self._unreserve(who.key_id)
+                self._requests[(who.key_id, request_id)] = session.id
+                while len(self._requests) > TOMBSTONES:
+                    self._requests.popitem(last=False)
+        return session
 
     def branch(self, who: Principal, parent: Session | None, make: Callable[[Database], RehearsalEnv], *,
                world: World, scenario: Scenario, seed: int, profile: str | None, agent: str, agent_version: str,
@@ -174,27 +129,46 @@ class SessionTable:
             EnvironmentFailed: no database could be had.
         """
         with self._lock:
-            self._reserve(who)
+            self._places.take(who.key_id, self.retry_after)
+
+        def build(db: Database) -> tuple[RehearsalEnv, str]:
+            with parent.lock if parent is not None else contextlib.nullcontext():
+                return make(db), ""
+
+        session = self._admit(who, build, None, world=world, scenario=scenario, seed=seed, profile=profile,
+                              agent=agent, agent_version=agent_version, steps=steps)
+        assert session.env is not None
+        session.env.episode.id = session.id
+        return session
+
+    def _admit(self, who: Principal, build: Callable[[Database], tuple[RehearsalEnv, str]],
+               failed: Callable[[str], None] | None, *, world: World, scenario: Scenario, seed: int,
+               profile: str | None, agent: str, agent_version: str, steps: int = 0) -> Session:
+        """A session on a database of the pool, its env made by ``build`` (the env and its first observation), in
+        the place :meth:`_reserve` held for ``who`` (freed if anything fails; ``failed(reason)`` records why)."""
         created = False
         try:
             try:
                 db = self.pool.acquire(world)
             except DatabaseError as exc:
+                if failed is not None:
+                    failed(f"no database: {exc}")
                 raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
             try:
-                if parent is not None:
-                    with parent.lock:
-                        env = make(db)
-                else:
-                    env = make(db)
+                env, opening = build(db)
+            except DatabaseError as exc:
+                with contextlib.suppress(DatabaseError):
+                    db.close()
+                if failed is not None:
+                    failed(f"the reset failed: {exc}")
+                raise EnvironmentFailed(f"the environment failed to reset the database: {exc}") from exc
             except BaseException:
                 self.pool.release(world, db)
                 raise
             run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
             session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
                               seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
-                              db=db, run_dir=run_dir, last_step=time.monotonic(), steps=steps)
-            env.episode.id = session.id
+                              db=db, run_dir=run_dir, last_step=time.monotonic(), opening=opening, steps=steps)
             with self._lock:
                 self._live[session.id] = session
                 self.started += 1
@@ -287,16 +261,6 @@ class SessionTable:
         self.pool.close()
 
     # -- ending ---------------------------------------------------------------
-    def _record_stamp(self, run_dir: RunDir, agent: str, agent_version: str) -> RecordStamp:
-        """What a served episode's record carries besides its episode: the run directory's id and provenance,
-        the agent's name and version (the same stamp as a run's records, :class:`~rehearsal_env.runner.RecordStamp`)."""
-        return RecordStamp(run_id=run_dir.run_id, agent=agent, agent_version=agent_version, backend=self.backend,
-                           stress=self.stress, provenance=run_dir.provenance)
-
-    def _stamp(self, record: EpisodeRecord, owner: str) -> EpisodeRecord:
-        """A served episode's record, stamped with the key that played it (its id, never the secret)."""
-        return replace(record, key_id=owner)
-
     def _finish(self, session: Session, by: str, reward: float, info: dict[str, Any]) -> None:
         """Record the ended episode, return its database to the pool, keep its tombstone (holding its lock)."""
         env = session.env
@@ -306,9 +270,8 @@ class SessionTable:
         session.reward_detail = info.get("reward_detail")
         session.ended_by = by
         if self.recorder is not None and session.run_dir is not None:
-            stamp = self._record_stamp(session.run_dir, session.agent, session.agent_version)
-            record = stamp.played(env.episode, repeat=0, seed=session.seed)
-            self.recorder.add(session.run_dir, self._stamp(record, session.owner))
+            self.recorder.add_played(session.run_dir, env.episode, agent=session.agent,
+                                     agent_version=session.agent_version, seed=session.seed, key_id=session.owner)
         self._free(session)
 
     def _not_played(self, who: Principal, world: World, scenario: Scenario, seed: int, profile: str | None,
@@ -317,10 +280,9 @@ class SessionTable:
         if self.recorder is None:
             return
         run_dir = self.recorder.run_dir(world.name, provenance_of(world, profile))
-        record = self._record_stamp(run_dir, agent, agent_version).not_played(
-            scenario, repeat=0, seed=seed, reason=f"the environment failed before the first turn: {reason}",
-            cause=NotScoredCause.DATABASE)
-        self.recorder.add(run_dir, self._stamp(record, who.key_id))
+        self.recorder.add_not_played(run_dir, scenario, agent=agent, agent_version=agent_version, seed=seed,
+                                     key_id=who.key_id, cause=NotScoredCause.DATABASE,
+                                     reason=f"the environment failed before the first turn: {reason}")
 
     def _free(self, session: Session) -> None:
         env, db = session.env, session.db
@@ -331,9 +293,7 @@ class SessionTable:
             self.pool.release(session.world, db)
         with self._lock:
             if self._live.pop(session.id, None) is not None:
-                self._held[session.owner] -= 1
-                if not self._held[session.owner]:
-                    del self._held[session.owner]
+                self._places.give(session.owner)
             self._ended[session.id] = session
             while len(self._ended) > TOMBSTONES:
                 self._ended.popitem(last=False)
