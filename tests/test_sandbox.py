@@ -22,7 +22,7 @@ from rehearsal_env.cli import main
 from rehearsal_env.env import RehearsalEnv
 from rehearsal_env.runner import run_episode
 from rehearsal_env.sandbox import SandboxDatabase
-from rehearsal_env.verdict import Outcome
+from rehearsal_env.verdict import NotScoredCause, Outcome
 from rehearsal_env.worlds import World, load_world
 
 
@@ -162,3 +162,22 @@ def test_rehearsal_run_picks_the_sandbox_for_a_world_whose_tools_call_its_applic
     assert main(["run", "--world", "reviews", "--scenario", scenario, "--out", str(out)]) == 0
     assert json.loads((out / "run.json").read_text())["config"]["backend"] == "docker"
     assert json.loads((out / "summary.json").read_text())["verified"] == 1
+
+
+def test_an_application_that_dies_mid_episode_is_not_scored_for_the_sandbox(reviews: World) -> None:
+    _require_docker()
+    db = open_database(reviews, "docker")
+    assert isinstance(db, SandboxDatabase)
+    try:
+        scenario = reviews.scenarios("dev")[0]
+        env = RehearsalEnv(scenario, reviews, database=db)
+        observation, info = env.reset(seed=0)
+        action = make_agent("reference", scenario)(observation, info)
+        db.sandbox.containers["app"].container.kill()  # the application dies; its database still answers
+        *_, terminated, _, info = env.step(action)
+        verdict = info.get("verdict")
+        assert terminated and verdict is not None and verdict.outcome is Outcome.NOT_SCORED, info
+        assert verdict.cause is NotScoredCause.SANDBOX, verdict.reason
+        assert "application stopped answering" in (verdict.reason or "")
+    finally:
+        db.close()

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..backends import ApplicationError, Database
 from ..tools import Tool, ToolContext, ToolFailed
+from ..verdict import NotScoredCause, NotScoredError, alive
 from ..worlds import World
 from ._crash import ToolCrash, crash_of, crash_result, infrastructure
 from ._customer import Customer
@@ -99,7 +100,11 @@ class Dispatcher:
             out: dict[str, Any] = {"status": "error", "error": str(exc)}
         except Exception as exc:  # the one boundary: anything a tool raises on an agent's call is its crash
             if infrastructure(exc, self.db, self.world):
-                raise
+                if isinstance(exc, NotScoredError) or not alive(self.db):
+                    raise  # its own cause; or the database is gone (cause database)
+                # the database answers but the sandboxed application does not: the sandbox died
+                raise NotScoredError(NotScoredCause.SANDBOX,
+                                     f"the sandbox's application stopped answering: {exc}") from exc
             crash = crash_of(exc, tool.name, self.turn)
             self.crashes.append(crash)
             out = crash_result(crash)
