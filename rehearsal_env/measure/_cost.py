@@ -3,11 +3,11 @@
 Prices come from the agent profile the run played (``run.json``'s ``agent_profile``, its ``[price]`` table:
 ``input_per_million`` and ``output_per_million``, in the profile's currency, USD unless it says), or are given
 (``measure.py --price IN,OUT``). An episode's cost is ``input_tokens x input price + output_tokens x output
-price`` (per million). Records carry the input and output tokens a model agent's provider reported
-(``input_tokens``, ``output_tokens``); records without them (written before the split, or by an agent that
-reports only a total) are costed only when both prices are equal (then the total suffices), and otherwise
-said. Episodes without measured tokens (external mode: the agent reported none) are counted apart and left
-out of the cost, never counted as free.
+price`` (per million), from the records' ``input_tokens`` and ``output_tokens`` where they have them. The
+runner's records carry only the total ``tokens`` (``usage.total_tokens``) today; such episodes are costed only
+when both prices are equal (then the total suffices), and are otherwise counted and said. Episodes without
+measured tokens (external mode: the agent reported none) are counted apart and left out of the cost, never
+counted as free.
 
 * Cost per episode: the mean over scenarios of each scenario's mean cost, with the t interval on n - 1 df
   over those means (the clustered standard error, as for every rate: :mod:`._intervals`).
@@ -171,7 +171,8 @@ def cost_report(run: AgentRun, prices: Prices | None = None,
         notes.append("no prices: the agent profile declares no [price] and none was given (measure.py --price IN,OUT)")
     if unsplit:
         notes.append(f"{unsplit} episode(s) record only a total of tokens, and input and output prices differ: "
-                     "left out of the cost (records of model agents carry the split since records v4)")
+                     "left out of the cost (records carry input_tokens and output_tokens only where the writer "
+                     "recorded them; give equal prices with --price P,P to cost the totals)")
     per_episode = per_verified = None
     if cost:
         names = sorted(cost)

@@ -30,6 +30,8 @@ def cost_reliability_figure(reports: list[AgentReport]) -> Figure:
     if not reports:
         raise ValueError("expected at least one checkpoint's report to draw; got none")
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained")
+    names = [r.agent for r in reports]
+    label = {id(r): r.agent if names.count(r.agent) == 1 else f"{r.agent} ({Path(r.run).name})" for r in reports}
     costed = [r for r in reports if r.cost is not None and r.cost.per_episode is not None]
     front = pareto_front([(r.cost.per_episode.value, r.verified.value) for r in costed  # type: ignore[union-attr]
                           ])
@@ -39,8 +41,8 @@ def cost_reliability_figure(reports: list[AgentReport]) -> Figure:
         colour = COLOURS[reports.index(r) % len(COLOURS)]
         left.errorbar(c.value, v.value, xerr=[[max(0.0, c.value - c.low)], [max(0.0, c.high - c.value)]],
                       yerr=[[max(0.0, v.value - v.low)], [max(0.0, v.high - v.value)]], fmt="o", color=colour,
-                      capsize=3, markerfacecolor=colour if on else "white", markersize=8, label=r.agent)
-        left.annotate(r.agent, (c.value, v.value), textcoords="offset points", xytext=(6, 6 + 10 * (i % 2)),
+                      capsize=3, markerfacecolor=colour if on else "white", markersize=8, label=label[id(r)])
+        left.annotate(label[id(r)], (c.value, v.value), textcoords="offset points", xytext=(6, 6 + 10 * (i % 2)),
                       fontsize=8, color=colour)
     if any(front):
         pts = sorted((r.cost.per_episode.value, r.verified.value)  # type: ignore[union-attr]
@@ -52,7 +54,7 @@ def cost_reliability_figure(reports: list[AgentReport]) -> Figure:
     left.set_ylim(-0.03, 1.03)
     left.set_title("cost and accuracy", fontsize=10)
     left.grid(True, color="#eeeeee")
-    missing = [r.agent for r in reports if r not in costed]
+    missing = [label[id(r)] for r in reports if r not in costed]
     if missing:
         left.text(0.0, -0.2, "not plotted, no cost (no prices or no measured tokens): " + ", ".join(missing),
                   transform=left.transAxes, fontsize=8, color="#555555", wrap=True)
@@ -69,7 +71,7 @@ def cost_reliability_figure(reports: list[AgentReport]) -> Figure:
         agree = ("" if r.consistency is None else
                  f"; consistency {r.consistent[0]}/{r.consistent[1]} = {r.consistency.value:.2f}")
         right.errorbar([k + 0.06 * (i - (len(reports) - 1) / 2) for k in ks], vals, yerr=[lows, highs], fmt="-o",
-                       color=colour, capsize=3, markersize=5, label=f"{r.agent}{agree}")
+                       color=colour, capsize=3, markersize=5, label=f"{label[id(r)]}{agree}")
     right.set_xlabel("k (attempts)")
     right.set_ylabel("pass^k: all k attempts verified (95% CI)")
     right.set_ylim(-0.03, 1.03)
