@@ -134,7 +134,7 @@ def _literal(node: exp.Expression) -> Any:
             return node.this
         text = node.this
         return float(text) if any(ch in text for ch in ".eE") else int(text)
-    raise ValueError(f"{node.sql()} is not a literal value")
+    raise ValueError(f"a value is a {node.key.upper()} expression, not a literal")
 
 
 def _sql_rows(src_path: Path, tables: Sequence[Table]) -> dict[str, list[tuple[Any, ...]]]:
