@@ -48,7 +48,8 @@ class GatewayConfig:
     timeout: float = 600.0
     """Seconds a call may take (connect, and between bytes of the answer)."""
     logprobs: bool = False
-    """Ask the provider for each sampled token's logprob (``logprobs: true``) when the harness did not."""
+    """Ask the provider for each sampled token's logprob (``logprobs: true``, ``top_logprobs: 1``) when the harness
+    did not."""
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -108,6 +109,7 @@ def gateway_app(config: GatewayConfig) -> FastAPI:
             body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         if config.logprobs and "logprobs" not in body:
             body["logprobs"] = True
+            body.setdefault("top_logprobs", 1)  # llama.cpp's server returns logprobs only with top_logprobs
         call = Call(stream=stream, model=body.get("model") if isinstance(body.get("model"), str) else None)
         http = client[0]
         send = http.build_request("POST", f"{upstream}/chat/completions", json=body, headers=headers(request))
