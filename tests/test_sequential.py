@@ -91,6 +91,11 @@ def test_a_large_difference_is_decided_and_none_ends_within_the_floor() -> None:
     ties = np.zeros(400)
     (look,) = looks(ties, [400], design_pairs=90, floor=0.2)
     assert look.decision == WITHIN_FLOOR and -0.2 < look.low < look.high < 0.2
+    # estimated from pairs that never disagreed, the floor is unknown, not small: no "within the floor" on it
+    (look,) = looks(ties, [400], design_pairs=90)
+    assert look.floor is None and look.decision is None and -0.2 < look.low < look.high < 0.2
+    (look,) = looks(np.append(ties, [1.0, -1.0]), [402], design_pairs=90)
+    assert look.floor is not None and look.floor > 0
     with pytest.raises(ValueError, match=r"in \[-1, 1\]"):
         looks(np.array([2.0]), [1], design_pairs=10)
 

@@ -52,9 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=handle)
 
 
+def _floor(look: Look) -> str:
+    return "unknown (every pair so far a tie)" if look.floor is None else f"{look.floor:.3f}"
+
+
 def _line(look: Look, episodes: int) -> str:
     return (f"  {episodes:>5} episodes each, {look.pairs:>5} pairs: A - B = {look.estimate:+.3f}, anytime-valid 95% "
-            f"[{look.low:+.3f}, {look.high:+.3f}], floor {look.floor:.3f}, e-value {look.e_value:.3g}"
+            f"[{look.low:+.3f}, {look.high:+.3f}], floor {_floor(look)}, e-value {look.e_value:.3g}"
             + (f"  => {look.decision}" if look.decision else ""))
 
 
@@ -86,11 +90,11 @@ def handle(args: argparse.Namespace) -> int:
     elif result.decision == BUDGET:
         print(f"budget spent ({result.budget} episodes each) without a decision: A - B = {final.estimate:+.3f}, "
               f"anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}]; neither a difference nor one "
-              f"within the floor ({final.floor:.3f}) is shown")
+              f"within the floor ({_floor(final)}) is shown")
     else:
         print(f"decided after {result.episodes} of {result.budget} episodes each: no difference this suite could "
               f"resolve; the anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}] lies inside "
-              f"+-{final.floor:.3f}, the floor")
+              f"+-{_floor(final)}, the floor")
     if result.left_out:
         print(f"{result.left_out} pair(s) left out: an episode of the pair was not scored")
     print(f"wrote {result.run_a} and {result.run_b} (measure them with `python measure.py {result.run_a} "

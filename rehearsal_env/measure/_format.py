@@ -192,7 +192,7 @@ def format_comparison(c: Comparison) -> str:
             lines.append(f"      stopped sequentially ({s.decision}): anytime-valid 95% interval of A - B "
                          f"[{lk.low:+.3f}, {lk.high:+.3f}] over {lk.pairs} pairs (beside the fixed-sample "
                          f"[{m.low:+.3f}, {m.high:+.3f}]); e-value against no difference {lk.e_value:.3g}, floor "
-                         f"{lk.floor:.3f}")
+                         f"{_f(lk.floor)}")
             lines.append(f"      {s.note}")
     if c.categories:
         lines.append("  verified rate per category, A - B (exact paired test per category, Holm-corrected over "

@@ -145,10 +145,11 @@ def simulate(d: np.ndarray, design_pairs: float) -> tuple[np.ndarray, np.ndarray
     mean = (0.5 + np.cumsum(x, axis=1)) / (t + 1)
     var_after = (0.25 + np.cumsum((x - mean) ** 2, axis=1)) / (t + 1)
     floors = estimated_floor(var_after[:, ends - 1], design_pairs)
+    floors = np.where(np.cumsum(d != 0, axis=1)[:, ends - 1] > 0, floors, np.nan)  # only ties: floor unknown
     within = np.zeros_like(differ)
     undecided = np.ones(reps, dtype=bool)
     for i, end in enumerate(ends):
-        rows = np.flatnonzero(undecided & ~differ[:, i])
+        rows = np.flatnonzero(undecided & ~differ[:, i] & ~np.isnan(floors[:, i]))
         if len(rows):
             f = np.minimum(floors[rows, i], 0.999)
             xs, ls = x[rows, :end], lam[rows, :end]

@@ -30,7 +30,8 @@ every round; between round ends the sequential study measures its coverage rathe
 A comparison stops at the first look where (1) the interval excludes 0: a difference; (2) the interval lies
 inside (-floor, +floor): no difference this suite could resolve; or (3) the budget is spent. Because the
 interval holds uniformly over time, statements (1) and (2) hold at the stated level even with a floor
-estimated from the pairs so far.
+estimated from the pairs so far. While every pair so far is a tie the estimated floor is unknown (a floor
+estimated from no disagreement is not a small floor), so (2) waits for the first discordant pair or --floor.
 """
 
 from __future__ import annotations
@@ -129,8 +130,9 @@ class Look:
     """Upper end of it."""
     e_value: float
     """K_t(no difference): the capital against "no difference" (a difference is declared at >= 1/alpha)."""
-    floor: float
-    """The floor the decision uses at this look (given, or estimated from the pairs so far)."""
+    floor: float | None
+    """The floor the decision uses at this look (given, or estimated from the pairs so far); None while every
+    pair so far is a tie: no disagreement observed gives an unknown floor, not a small one."""
     decision: str | None
     """``difference``, ``within the floor``, or None (go on)."""
 
@@ -191,7 +193,8 @@ def looks(d: np.ndarray, ends: list[int], design_pairs: float, floor: float | No
     out: list[Look] = []
     for t in ends:
         low, high, e0 = interval(x[:t], lam[:t], alpha)
-        f = floor if floor is not None else float(estimated_floor(np.array(_variance(x[:t])), design_pairs))
+        f = floor if floor is not None else (
+            float(estimated_floor(np.array(_variance(x[:t])), design_pairs)) if np.any(d[:t]) else None)
         out.append(Look(pairs=t, estimate=float(np.mean(d[:t])) if t else math.nan, low=low, high=high,
                         e_value=e0, floor=f, decision=decide(low, high, f)))
     return out
