@@ -39,7 +39,6 @@ from ._record import (
     Turn,
 )
 from ._schema import describe, from_row, to_row
-
 from ._seal import SEAL_FILE, RunNotSealed, Seal, seal_problems, seal_run, unseal, verify_seal
 from ._signing import (
     PublicKey,
@@ -53,6 +52,7 @@ from ._signing import (
     untrust_key,
 )
 
+
 def schema_text() -> str:
     """The record schema as text: every field, its Arrow type and its doc, nested fields indented."""
     return f"episode record, version {RECORD_VERSION}\n" + "\n".join(describe(EpisodeRecord))
@@ -63,16 +63,16 @@ __all__ = [
     "MANIFEST",
     "RECORD_VERSION",
     "SCHEMA",
-    "VERSION_KEY",
     "SEAL_FILE",
+    "VERSION_KEY",
     "CheckRecord",
     "MixedRuns",
-    "RecordsDamaged",
     "PublicKey",
-    "EpisodeRecord",
+    "RecordsDamaged",
     "RunNotSealed",
     "Seal",
     "SigningKeyError",
+    "EpisodeRecord",
     "PartWriter",
     "RewardComponent",
     "RowChange",
@@ -81,37 +81,37 @@ __all__ = [
     "Turn",
     "as_json",
     "checked_parts",
+    "create_signing_key",
     "damaged_parts",
     "describe",
-    "create_signing_key",
     "encode_part",
     "forget_parts",
-    "from_row",
-    "inputs_from_record",
     "load_signing_key",
     "manifest_problems",
+    "from_row",
+    "inputs_from_record",
     "next_part",
     "not_played_record",
     "part_files",
     "part_version",
+    "public_text",
     "read_part",
     "read_records",
-    "public_text",
     "read_table",
     "record_episode",
     "schema_text",
-    "to_row",
-    "verify_run_dir",
     "seal_problems",
     "seal_run",
     "sealed_parts",
     "signing_key_path",
-    "write_bytes_atomic",
+    "to_row",
     "trust_key",
     "trusted_keys",
     "unseal",
     "untrust_key",
-    "write_part",
+    "verify_run_dir",
     "verify_seal",
+    "write_bytes_atomic",
+    "write_part",
     "write_part_bytes",
 ]
