@@ -330,12 +330,11 @@ def serve_with_keys(worlds: list[str], out: Path,
     return proc, url, keys
 
 
-def attack(url: str, kind: str, key: str, sessions: int, seconds: float) -> None:
+def attack(url: str, kind: str, key: str, sessions: int, seconds: float, scenario: str) -> None:
     """One hostile key: ``sessions`` sessions sending its query step after step for ``seconds``
     (run in a child process; prints a line per step completed, so that the parent can count them when it
     stops the attack)."""
     headers = {"Authorization": f"Bearer {key}"}
-    scenario = scenarios("analytics")[0]
     action = json.dumps({"tool": "run_sql", "args": {"sql": HOSTILE_SQL[kind]}})
     stop = time.monotonic() + seconds
 
@@ -358,7 +357,8 @@ def attack(url: str, kind: str, key: str, sessions: int, seconds: float) -> None
 
     async def main() -> None:
         async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
-            await asyncio.gather(*(one(http) for _ in range(sessions)), return_exceptions=True)
+            print("ready", flush=True)
+            await asyncio.gather(*(one(http) for _ in range(sessions)))
 
     asyncio.run(main())
 
@@ -421,11 +421,14 @@ def fairness_phase(phase: str, seconds: float, sessions: dict[str, int], extra: 
         try:
             victim(url, keys["victim"], 2.0, "warm-up")
             ramp = 8.0 if sessions else 0.0
+            target = scenarios("analytics")[0]
             for kind, n in sessions.items():
                 attackers.append(subprocess.Popen(
-                    [sys.executable, __file__, "--attack", url, kind, keys[kind], str(n), str(ramp + seconds + 2)],
-                    stdout=subprocess.PIPE, text=True))
-            time.sleep(ramp)  # every hostile session is mid-query before the victim starts
+                    [sys.executable, __file__, "--attack", url, kind, keys[kind], str(n), str(ramp + seconds + 600),
+                     target], stdout=subprocess.PIPE, text=True))
+            for a in attackers:  # each attacker has started (imports done) before the clock runs
+                assert a.stdout is not None and a.stdout.readline().strip() == "ready"
+            time.sleep(ramp)  # every hostile session is mid-query, and known slow, before the victim starts
             seen = victim(url, keys["victim"], seconds, phase)
             hostile = 0
             for a in attackers:  # stop the attack now: its queued steps would take minutes to drain
@@ -488,11 +491,11 @@ def main() -> None:
     p.add_argument("--compare", action="store_true",
                    help="--fairness: also run the attacks on a server without per-key shares")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    p.add_argument("--attack", nargs=5, help=argparse.SUPPRESS)
+    p.add_argument("--attack", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.attack:
-        url, kind, key, n, seconds = args.attack
-        attack(url, kind, key, int(n), float(seconds))
+        url, kind, key, n, seconds, scenario = args.attack
+        attack(url, kind, key, int(n), float(seconds), scenario)
         return
     if args.fairness:
         found = fairness(args.seconds, dict(zip(HOSTILE_SQL, args.hostile, strict=True)), args.compare)
