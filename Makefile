@@ -12,7 +12,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help install demo rehearsal run measure verify test lint bench clean
+.PHONY: help install demo rehearsal run measure verify test lint docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,9 +52,16 @@ lint: $(STAMP)  ## ruff and mypy
 test: lint  ## ruff, mypy, then every test (why each skipped test skipped is listed at the end)
 	$(BIN)/python -m pytest -rs
 
+$(VENV)/.docs-stamp: $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e ".[dev,docs]"
+	touch $(VENV)/.docs-stamp
+
+docs: $(VENV)/.docs-stamp  ## build the manual (docs/, mkdocs.yml) into site/ with mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: $(STAMP)  ## the benchmarks
 	$(BIN)/python benchmarks/reset.py
 	$(BIN)/python benchmarks/throughput.py
 
 clean:  ## remove .venv, runs and caches
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .mypy_cache .ruff_cache

@@ -28,7 +28,9 @@ class RemoteEnv(gym.Env[str, str]):
         world: The world (omit with ``"world/scenario"``).
         key: An API key (None: a server without keys, loopback only).
         profile: The reward profile (None: the outcome reward).
-        agent, agent_version: Stamped on every episode's record.
+        agent: Stamped on every episode's record (the agent's name).
+        agent_version: Stamped on every episode's record (the agent's version).
+        render_mode: ``"ansi"`` or None.
     """
 
     metadata = {"render_modes": ["ansi"]}
