@@ -91,7 +91,7 @@ def test_the_schema_is_versioned_and_every_field_documented() -> None:
         assert pa.types.is_list(nested[name]) and pa.types.is_struct(nested[name].value_type), name
     turn = nested["trace"].value_type
     assert [turn.field(i).name for i in range(turn.num_fields)] == [
-        "turn", "action", "tool", "status", "observation", "fault", "rejected", "latency_ms"]
+        "turn", "action", "tool", "status", "observation", "fault", "rejected", "latency_ms", "rejected_kind"]
     assert pa.types.is_struct(nested["provenance"])
 
 
