@@ -25,7 +25,10 @@ atexit.register(shutil.rmtree, os.environ["REHEARSAL_HOME"], True)
 from pgserver import private_server  # noqa: E402
 from tinyworld import build_world  # noqa: E402
 
+from rehearsal_env.records import create_signing_key  # noqa: E402
 from rehearsal_env.worlds import World  # noqa: E402
+
+create_signing_key()  # the session's run-signing key, made up front: no test's stderr gets the first run's note
 
 
 @pytest.fixture(scope="session")
