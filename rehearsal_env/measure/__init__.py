@@ -13,6 +13,7 @@ intervals cover and the floor holds. Typical use::
 """
 
 from pathlib import Path
+from typing import Any
 
 from ._compare import BELOW_FLOOR, Comparison, MetricComparison, ProvenanceMismatch, Reproducibility, compare
 from ._cost import CostReport, Prices, cost_report, pareto_front, parse_prices, ratio_estimate
@@ -35,7 +36,7 @@ from ._load import AgentRun, RunError, ScenarioEpisodes, load_run, select_agent
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 from ._passk import PassK, pass_all, pass_any, pass_k_table
 from ._reliability import CategoryComparison, CategoryRate, category_comparisons, category_rates, consistency, holm
-from ._seqrun import SEQUENTIAL_FILE, SequentialResult, compare_sequentially, play_order
+from ._seqreport import SEQUENTIAL_FILE
 from ._seqstudy import NullCell, PowerRow, SequentialStudy, format_sequential, sequential_study
 from ._sequential import (
     BATCH_PAIRS,
@@ -45,7 +46,9 @@ from ._sequential import (
     DIFFERENCE,
     WITHIN_FLOOR,
     Look,
+    SequentialResult,
     looks,
+    play_order,
 )
 from ._sequential import METHOD as SEQUENTIAL_METHOD
 from ._sequential import REFERENCE as SEQUENTIAL_REFERENCE
@@ -58,6 +61,15 @@ def plot_runs(runs: list[AgentRun], reports: list[AgentReport], path: str | Path
     from ._plot import plot_runs as draw
 
     return draw(runs, reports, path, comparison)
+
+
+def compare_sequentially(config_a: Any, config_b: Any, out: str | Path, **options: Any) -> SequentialResult:
+    """Play A (a ``runner.RunConfig``) and B on the same scenarios in paired batches until the comparison is
+    decided; see :func:`._seqrun.compare_sequentially` for the options. The runner is imported on first use:
+    it doubles measure.py's start-up, which never plays an episode."""
+    from ._seqrun import compare_sequentially as play
+
+    return play(config_a, config_b, out, **options)
 
 
 def plot_cost_reliability(reports: list[AgentReport], path: str | Path) -> Path:

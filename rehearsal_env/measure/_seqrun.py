@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,55 +36,10 @@ from ._sequential import (
     METHOD,
     REFERENCE,
     Look,
+    SequentialResult,
     looks,
+    play_order,
 )
-
-
-@dataclass(frozen=True)
-class SequentialResult:
-    """A finished sequential comparison."""
-
-    run_a: str
-    """A's run directory."""
-    run_b: str
-    """B's run directory."""
-    agent_a: str
-    """A's agent."""
-    agent_b: str
-    """B's agent."""
-    scenarios: int
-    """Scenarios both agents play."""
-    budget: int
-    """Most episodes per agent."""
-    episodes: int
-    """Episodes each agent played."""
-    pairs: int
-    """Pairs with both episodes scored (the decision's data)."""
-    left_out: int
-    """Pairs left out because an episode was not scored."""
-    decision: str
-    """``difference``, ``within the floor`` or ``budget``."""
-    looks: tuple[Look, ...]
-    """The interval and decision after every batch."""
-    floor_given: float | None
-    """The floor given (None: estimated from the pairs at each look)."""
-    design_pairs: int
-    """n x K of the fixed design whose floor the decision uses."""
-
-    @property
-    def final(self) -> Look | None:
-        """The last look (None when nothing was scored)."""
-        return self.looks[-1] if self.looks else None
-
-
-def play_order(scenarios: Sequence[str], rounds: int, seed: int) -> list[tuple[str, int]]:
-    """(scenario, round) in play order: per round a fresh seeded permutation of ``scenarios`` (sorted first)."""
-    names = sorted(scenarios)
-    out = []
-    for r in range(rounds):
-        perm = np.random.default_rng([seed, r]).permutation(len(names))
-        out += [(names[i], r) for i in perm]
-    return out
 
 
 def _verified(record: EpisodeRecord) -> float | None:

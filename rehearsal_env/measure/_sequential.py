@@ -37,6 +37,7 @@ estimated from no disagreement is not a small floor), so (2) waits for the first
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,3 +204,50 @@ def looks(d: np.ndarray, ends: list[int], design_pairs: float, floor: float | No
 def _variance(x: np.ndarray) -> float:
     """The WSR variance estimate after all of ``x`` (the one the next bet would use)."""
     return float(predictable_variance(np.append(x, 0.5))[0, -1])
+
+
+@dataclass(frozen=True)
+class SequentialResult:
+    """A finished sequential comparison."""
+
+    run_a: str
+    """A's run directory."""
+    run_b: str
+    """B's run directory."""
+    agent_a: str
+    """A's agent."""
+    agent_b: str
+    """B's agent."""
+    scenarios: int
+    """Scenarios both agents play."""
+    budget: int
+    """Most episodes per agent."""
+    episodes: int
+    """Episodes each agent played."""
+    pairs: int
+    """Pairs with both episodes scored (the decision's data)."""
+    left_out: int
+    """Pairs left out because an episode was not scored."""
+    decision: str
+    """``difference``, ``within the floor`` or ``budget``."""
+    looks: tuple[Look, ...]
+    """The interval and decision after every batch."""
+    floor_given: float | None
+    """The floor given (None: estimated from the pairs at each look)."""
+    design_pairs: int
+    """n x K of the fixed design whose floor the decision uses."""
+
+    @property
+    def final(self) -> Look | None:
+        """The last look (None when nothing was scored)."""
+        return self.looks[-1] if self.looks else None
+
+
+def play_order(scenarios: Sequence[str], rounds: int, seed: int) -> list[tuple[str, int]]:
+    """(scenario, round) in play order: per round a fresh seeded permutation of ``scenarios`` (sorted first)."""
+    names = sorted(scenarios)
+    out = []
+    for r in range(rounds):
+        perm = np.random.default_rng([seed, r]).permutation(len(names))
+        out += [(names[i], r) for i in perm]
+    return out
