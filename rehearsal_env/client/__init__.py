@@ -10,5 +10,6 @@
 
 from ._client import ApiError, AtCapacity, Client, StepConflict
 from ._remote import RemoteEnv
+from ._ws import WebSocketSession
 
-__all__ = ["ApiError", "AtCapacity", "Client", "RemoteEnv", "StepConflict"]
+__all__ = ["ApiError", "AtCapacity", "Client", "RemoteEnv", "StepConflict", "WebSocketSession"]

@@ -47,13 +47,18 @@ def _raise_for(response: httpx.Response) -> None:
         body = response.json()
     except ValueError:
         body = {"detail": response.text}
+    raise_status(response.status_code, body, float(response.headers.get("retry-after", "1")))
+
+
+def raise_status(status: int, body: Any, retry_after: float = 1.0) -> None:
+    """Raise the :class:`ApiError` for an answer of ``status`` (at least 400) with ``body``."""
     detail = body.get("detail") if isinstance(body, dict) else None
     detail = detail if isinstance(detail, str) else str(detail or body)
-    if response.status_code == 429:
-        raise AtCapacity(429, detail, body, float(response.headers.get("retry-after", "1")))
-    if response.status_code == 409:
+    if status == 429:
+        raise AtCapacity(429, detail, body, retry_after)
+    if status == 409:
         raise StepConflict(409, detail, body)
-    raise ApiError(response.status_code, detail, body)
+    raise ApiError(status, detail, body)
 
 
 class Client:

@@ -21,7 +21,7 @@ from fastapi.responses import Response
 from .._version import __version__
 from ..rewards import EXTERNAL_MODE
 from ..worlds import World
-from . import _episodes, _forks, _health, _worlds
+from . import _episodes, _forks, _health, _worlds, _ws
 from ._config import CONFIG_ENV, ServeConfig
 from ._health import PUBLIC
 from ._limits import BodyLimit, json_response, validation_failed
@@ -88,7 +88,7 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     app.add_exception_handler(SessionError, _session_error)
     app.add_exception_handler(RequestValidationError, validation_failed)
-    for router in (_health.router, _worlds.router, _forks.router, _episodes.router):
+    for router in (_health.router, _worlds.router, _forks.router, _episodes.router, _ws.router):
         app.include_router(router)
     return app
 

@@ -46,16 +46,21 @@ async def principal(request: Request, state: Annotated[ServerState, Depends(serv
               credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
     """Who sends ``request``: its key (401 without a known one), or ``local`` on a server without keys (403 for
     anyone not on loopback)."""
+    return identify(state, request.client.host if request.client else None,
+                    credentials.credentials if credentials is not None else None)
+
+
+def identify(state: ServerState, host: str | None, token: str | None) -> Principal:
+    """Who a client at ``host`` with bearer ``token`` is (HTTP and WebSocket alike; see :func:`principal`)."""
     if state.keys is None:
-        host = request.client.host if request.client else None
         if not _loopback(host):
             raise HTTPException(403, f"this server has no keys and accepts clients on 127.0.0.1 only; got a "
                                      f"request from {host}. Start it with --keys FILE to accept others")
         return Principal(LOCAL, Scope.BUILD_AND_EVALUATE)
-    if credentials is None or not credentials.credentials:
+    if not token:
         raise HTTPException(401, "expected the header 'Authorization: Bearer <key>'; create a key with "
                                  "`rehearsal keys create --scope evaluate`", headers={"WWW-Authenticate": "Bearer"})
-    entry = state.keys.authenticate(credentials.credentials.strip())
+    entry = state.keys.authenticate(token.strip())
     if entry is None:
         raise HTTPException(401, "the key is not known to this server (revoked, or from another keys file)",
                             headers={"WWW-Authenticate": "Bearer"})

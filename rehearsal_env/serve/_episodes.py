@@ -21,6 +21,7 @@ from ._deps import State, Table, Who
 from ._limits import json_response
 from ._models import ApiError, CreateEpisode, EpisodeStarted, EpisodeState, Step, StepResult
 from ._session import Principal, Session, detail_view, verdict_view
+from ._sessions import SessionTable
 from ._state import ServerState
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
@@ -46,16 +47,29 @@ def episode_state(session: Session, who: Principal) -> dict[str, Any]:
 
 
 async def _step_body(request: Request, state: ServerState, who: Principal) -> tuple[int, str]:
-    """The step's index and action from the raw body. An action that no response could echo (a lone
-    surrogate) still reaches the env, which rejects it as a malformed action: a rejected attempt. A long body
-    is parsed in a worker thread, within the key's share, never on the event loop."""
-    raw_body = await request.body()
+    """The step's index and action from the request's raw body (see :func:`parse_step`)."""
+    return await parse_step(await request.body(), state, who)
+
+
+async def parse_step(raw_body: bytes | str, state: ServerState, who: Principal) -> tuple[int, str]:
+    """The step's index and action from a raw body (see :func:`load_body` and :func:`step_of`)."""
+    return step_of(await load_body(raw_body, state, who))
+
+
+async def load_body(raw_body: bytes | str, state: ServerState, who: Principal) -> Any:
+    """A raw body (an HTTP body or a WebSocket frame) as JSON; a long one is parsed in a worker thread, within
+    the key's share, never on the event loop."""
     try:
-        data = (json.loads(raw_body) if len(raw_body) <= PARSE_ON_LOOP
+        return (json.loads(raw_body) if len(raw_body) <= PARSE_ON_LOOP
                 else await state.off_loop(who.key_id, json.loads, raw_body))
     except ValueError:
         raise HTTPException(422, 'expected a JSON object {"action": TEXT, "step_index": N}; the body is not '
                                  'JSON (or not UTF-8)') from None
+
+
+def step_of(data: Any) -> tuple[int, str]:
+    """The step's index and action from a parsed body. An action that no response could echo (a lone
+    surrogate) still reaches the env, which rejects it as a malformed action: a rejected attempt."""
     action = data.get("action") if isinstance(data, dict) else None
     raw = isinstance(action, str) and not _encodable(action)
     try:
@@ -76,6 +90,11 @@ def _encodable(text: str) -> bool:
 @router.post("", response_model=EpisodeStarted, status_code=201, summary="Start an episode",
              responses={429: {"model": ApiError}, 404: {"model": ApiError}, 503: {"model": ApiError}})
 async def start(body: CreateEpisode, state: State, table: Table, who: Who) -> Response:
+    return json_response(await open_episode(body, state, table, who), 201)
+
+
+async def open_episode(body: CreateEpisode, state: ServerState, table: SessionTable, who: Principal) -> dict[str, Any]:
+    """Start an episode for ``who`` (HTTP and WebSocket alike); the started episode's body."""
     world = state.world(body.world)
     scenario = state.scenario(world, body.scenario)
     if body.profile is not None and body.profile not in profile_names():
@@ -88,11 +107,10 @@ async def start(body: CreateEpisode, state: State, table: Table, who: Who) -> Re
     session = await state.off_loop(who.key_id, partial(
         table.create, who, world, scenario, seed=body.seed, profile=body.profile, agent=body.agent.name,
         agent_version=body.agent.version, request_id=body.request_id))
-    return json_response({"episode_id": session.id, "observation": session.opening,
-                          "tools": state.tools_of(scenario), "policies": [p.text for p in world.policies],
-                          "turn": 0, "step_index": 0, "world": world.name, "scenario": scenario.id,
-                          "split": scenario.split, "role": scenario.role, **state.spaces,
-                          "caveats": session.caveats}, 201)
+    return {"episode_id": session.id, "observation": session.opening, "tools": state.tools_of(scenario),
+            "policies": [p.text for p in world.policies], "turn": 0, "step_index": 0, "world": world.name,
+            "scenario": scenario.id, "split": scenario.split, "role": scenario.role, **state.spaces,
+            "caveats": session.caveats}
 
 
 @router.post("/{episode_id}/step", response_model=StepResult, summary="Take one step",
@@ -102,12 +120,19 @@ async def start(body: CreateEpisode, state: State, table: Table, who: Who) -> Re
 async def step(episode_id: str, request: Request, state: State, table: Table, who: Who) -> Response:
     session = table.get(who, episode_id, play=True)
     step_index, action = await _step_body(request, state, who)
+    return json_response(await take_step(session, step_index, action, state, table, who))
+
+
+async def take_step(session: Session, step_index: int, action: str, state: ServerState, table: SessionTable,
+                    who: Principal) -> dict[str, Any]:
+    """Step ``session`` through the table (within ``who``'s fair share; HTTP and WebSocket alike); the step's
+    body with the verdict as ``who`` may read it."""
     result = await state.off_loop(who.key_id, table.step, session, step_index, action)
     if result["terminated"] or result["truncated"]:
         split = session.scenario.split
         result = {**result, "verdict": verdict_view(session.verdict, session.reward, who.scope, split),
                   "reward_detail": detail_view(result["reward_detail"], split)}
-    return json_response(result)
+    return result
 
 
 @router.get("/{episode_id}", response_model=EpisodeState, summary="An episode as it stands (does not keep it "

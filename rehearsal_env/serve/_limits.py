@@ -71,9 +71,13 @@ async def validation_failed(request: Request, exc: Exception) -> Response:
     """422 naming each field that failed and why, never the value that arrived (it may be huge, or hold a
     lone surrogate that no response can encode)."""
     assert isinstance(exc, RequestValidationError)
-    errors = [{"loc": [p if isinstance(p, int) else _short(str(p)) for p in e.get("loc", ())],
-               "msg": _short(str(e.get("msg", "")), 300), "type": str(e.get("type", ""))} for e in exc.errors()[:20]]
-    return json_response({"detail": errors}, 422)
+    return json_response({"detail": validation_errors(exc)}, 422)
+
+
+def validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Each field that failed and why (at most 20), never the value that arrived."""
+    return [{"loc": [p if isinstance(p, int) else _short(str(p)) for p in e.get("loc", ())],
+             "msg": _short(str(e.get("msg", "")), 300), "type": str(e.get("type", ""))} for e in exc.errors()[:20]]
 
 
 def _short(text: str, most: int = 80) -> str:

@@ -33,6 +33,7 @@ class ServerThread:
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
         options.setdefault("timeout_keep_alive", KEEP_ALIVE_S)
+        options.setdefault("ws_max_size", ws_max_size(app.state.config.max_body_bytes))
         self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", **options)
         self.server = uvicorn.Server(self.config)
         self._sock = bind(host, port)
@@ -85,6 +86,12 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def ws_max_size(max_body_bytes: int) -> int:
+    """The largest WebSocket message uvicorn reads (a longer one closes the connection, 1009): room for a
+    frame just over ``--max-body-bytes``, which the session answers with 413 and goes on."""
+    return 2 * max_body_bytes + 1024
+
+
 KEEP_ALIVE_S = 75
 """How long an idle connection stays open: an agent thinks between steps (uvicorn's own default is 5 s)."""
 
@@ -97,11 +104,13 @@ def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000
     os.environ[CONFIG_ENV] = config.to_json()
     if workers == 1:
         uv = uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=10, timeout_keep_alive=int(keep_alive))
+                            timeout_graceful_shutdown=10, timeout_keep_alive=int(keep_alive),
+                            ws_max_size=ws_max_size(config.max_body_bytes))
     else:
         uv = uvicorn.Config("rehearsal_env.serve:app_from_environment", factory=True, host=host, port=port,
                             workers=workers, log_level=log_level, timeout_graceful_shutdown=10,
-                            timeout_keep_alive=int(keep_alive), timeout_worker_healthcheck=120)
+                            timeout_keep_alive=int(keep_alive), timeout_worker_healthcheck=120,
+                            ws_max_size=ws_max_size(config.max_body_bytes))
         # a worker loads the worlds before it answers uvicorn's health check; 5 s is too short on a busy machine
     sock = bind(host, port)
     bound = sock.getsockname()[1]

@@ -1,0 +1,169 @@
+"""The WebSocket session of `rehearsal serve` (uvicorn on 127.0.0.1, port 0): the reference played over
+one connection is verified with the same record as over HTTP and in process; bad frames, wrong step
+indexes and retries answer exactly as HTTP does; keys are checked at the handshake; a dropped
+connection's episode can be re-attached, and is otherwise freed by the idle timer."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import ClientConnection, connect
+from websockets.sync.connection import Connection
+
+import rehearsal_env
+from rehearsal_env.agents import make_agent
+from rehearsal_env.client import ApiError, RemoteEnv, StepConflict, WebSocketSession
+from rehearsal_env.records import read_records
+from rehearsal_env.rewards import EXTERNAL_MODE
+from rehearsal_env.serve import KeyStore, ServeConfig, ServerThread, create_app
+
+SCENARIO = "refund-item-0001"
+LOOKUP = json.dumps({"tool": "get_order", "args": {"order_id": 3294}})
+
+
+@contextmanager
+def serving(tmp_path: Path, **options: Any) -> Iterator[tuple[str, httpx.Client, Path]]:
+    out = tmp_path / "served"
+    config = ServeConfig(**{"worlds": ("shop",), "out": str(out), **options})
+    with ServerThread(create_app(config)) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        yield server.url, http, out
+
+
+def ws(url: str, key: str | None = None) -> ClientConnection:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return connect(url.replace("http://", "ws://") + "/v1/ws", additional_headers=headers, compression=None)
+
+
+def frame(conn: Connection, body: Any) -> tuple[int, Any]:
+    conn.send(body if isinstance(body, str) else json.dumps(body))
+    answer = json.loads(conn.recv(timeout=30))
+    return answer["code"], answer["body"]
+
+
+def played(record: Any) -> tuple[Any, ...]:
+    """What must match between transports: the verdict and every turn's action, tool, status, observation."""
+    return (record.outcome, record.ending, record.reward, record.turns,
+            [(t.turn, t.action, t.tool, t.status, t.observation, t.fault, t.rejected) for t in record.trace])
+
+
+def test_the_reference_over_websocket_is_verified_with_the_record_of_http_and_in_process(tmp_path: Path) -> None:
+    world = rehearsal_env.load_world("shop")
+    with serving(tmp_path) as (url, http, out):
+        over_ws = RemoteEnv(url, SCENARIO, "shop", transport="websocket", agent="ws")
+        over_http = RemoteEnv(url, SCENARIO, "shop", agent="http")
+        finals = []
+        for env in (over_ws, over_http):
+            agent = make_agent("reference", world.scenario(SCENARIO))
+            observation, info = env.reset(seed=0)
+            assert info["caveats"] == [EXTERNAL_MODE]
+            done = False
+            while not done:
+                observation, reward, terminated, truncated, info = env.step(agent(observation, info))
+                done = terminated or truncated
+            finals.append((reward, info["outcome"], info["caveats"]))
+            env.close()
+    assert finals[0] == finals[1] == (1.0, "verified", [EXTERNAL_MODE])
+    records = {r.agent: r for r in read_records(out / "shop-outcome")}
+    assert played(records["ws"]) == played(records["http"])
+
+    local = rehearsal_env.RehearsalEnv(world.scenario(SCENARIO), world)
+    agent = make_agent("reference", world.scenario(SCENARIO))
+    observation, info = local.reset(seed=0)
+    turns = []
+    while True:
+        action = agent(observation, info)
+        observation, reward, terminated, truncated, info = local.step(action)
+        turns.append((action, observation))
+        if terminated or truncated:
+            break
+    assert info["verdict"].outcome == "verified"
+    assert [(t.action, t.observation) for t in records["ws"].trace] == turns
+
+
+def test_frames_answer_as_http_does_bad_frames_wrong_indexes_and_retries(tmp_path: Path) -> None:
+    with serving(tmp_path) as (url, http, out), ws(url) as conn:
+        assert frame(conn, {"action": LOOKUP, "step_index": 0})[0] == 404  # no episode on this connection yet
+        code, started = frame(conn, {"op": "start", "world": "shop", "scenario": SCENARIO, "seed": 0})
+        assert code == 201 and started["step_index"] == 0 and started["caveats"] == [EXTERNAL_MODE]
+        eid = started["episode_id"]
+        twin = http.post("/v1/episodes", json={"world": "shop", "scenario": SCENARIO}).json()["episode_id"]
+
+        def both(body: Any, index_ok: bool = True) -> tuple[tuple[int, Any], httpx.Response]:
+            over_ws = frame(conn, body)
+            over_http = http.post(f"/v1/episodes/{twin}/step", content=body if isinstance(body, str)
+                                  else json.dumps(body), headers={"content-type": "application/json"})
+            return over_ws, over_http
+
+        for bad in ("{not json", json.dumps([1, 2]), json.dumps({"action": LOOKUP}),
+                    json.dumps({"action": LOOKUP, "step_index": -1}),
+                    json.dumps({"action": LOOKUP, "step_index": 0, "extra": 1})):
+            (code, body), r = both(bad)
+            assert code == r.status_code == 422 and body == r.json()  # a protocol error; nothing taken
+        (code, ahead), r = both({"action": LOOKUP, "step_index": 1})
+        assert code == r.status_code == 409 and ahead == r.json() and ahead["expected_step_index"] == 0
+        (code, rejected), r = both({"action": "refund it all", "step_index": 0})  # not a tool call
+        assert code == r.status_code == 200 and rejected["status"] == "rejected" == r.json()["status"]
+        assert rejected["step_index"] == 1 and rejected["observation"] == r.json()["observation"]
+        first = frame(conn, {"action": LOOKUP, "step_index": 1})
+        again = frame(conn, {"action": LOOKUP, "step_index": 1})  # a retry: the stored answer, applied once
+        assert first == again and first[0] == 200 and first[1]["turn"] == 2
+        code, stale = frame(conn, {"action": LOOKUP, "step_index": 0})
+        assert code == 409 and stale["expected_step_index"] == 2
+        assert frame(conn, {"op": "dance"})[0] == 422
+        assert frame(conn, "x" * (ServeConfig().max_body_bytes + 1))[0] == 413
+        assert http.get(f"/v1/episodes/{eid}").json()["turn"] == 2
+        code, ended = frame(conn, {"op": "end"})
+        assert code == 200 and ended["ended_by"] == "delete" and ended["verdict"]["ending"] == "gave_up"
+        assert frame(conn, {"action": LOOKUP, "step_index": 2})[0] == 409  # ended
+    records = sorted(read_records(out / "shop-outcome"), key=lambda r: r.turns)  # the HTTP twin's, then ours
+    assert [r.ending for r in records] == ["gave_up", "gave_up"]
+    assert [[t.tool for t in r.trace] for r in records] == [[None, "give_up"], [None, "get_order", "give_up"]]
+    assert records[1].trace[0].rejected and records[1].trace[0].observation == records[0].trace[0].observation
+
+
+def test_keys_are_checked_at_the_handshake_and_episodes_stay_their_owners(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    _, mine = store.create("evaluate", "mine")
+    _, theirs = store.create("evaluate", "theirs")
+    with serving(tmp_path, keys=str(store.path)) as (url, http, _):
+        for key in (None, "rk_nope_nope"):
+            with ws(url, key) as conn:
+                code, body = json.loads(conn.recv(timeout=30)).values()
+                assert code == 401 and "key" in body["detail"]
+        session = WebSocketSession(url, mine)
+        eid = session.start("shop", SCENARIO)["episode_id"]
+        with pytest.raises(ApiError) as refused:
+            WebSocketSession(url, theirs).attach(eid)
+        assert refused.value.status == 403 and "another key" in refused.value.detail
+        assert session.step(LOOKUP, 0)["turn"] == 1
+        session.close()
+
+
+def test_a_dropped_connection_can_reattach_and_is_otherwise_freed_by_the_idle_timer(tmp_path: Path) -> None:
+    with serving(tmp_path, idle_timeout=1.0) as (url, http, out):
+        session = WebSocketSession(url)
+        eid = session.start("shop", SCENARIO)["episode_id"]
+        first = session.step(LOOKUP, 0)
+        session.close()  # the answer "lost": a new connection re-attaches and retries the same index
+        again = WebSocketSession(url)
+        assert again.attach(eid)["step_index"] == 1
+        assert again.step(LOOKUP, 0) == first
+        with pytest.raises(StepConflict) as conflict:
+            again.step(LOOKUP, 5)
+        assert conflict.value.expected == 1
+        again.close()  # gone for good, mid-episode
+        deadline = time.monotonic() + 10
+        while http.get(f"/v1/episodes/{eid}").json()["state"] != "ended" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        polled = http.get(f"/v1/episodes/{eid}").json()
+        live = http.get("/health").json()["server"]["sessions"]["live"]
+    assert polled["ended_by"] == "idle_timeout" and live == 0
+    [record] = read_records(out / "shop-outcome")
+    assert record.ending == "gave_up" and record.turns == 2  # the retried step taken once, then give_up
