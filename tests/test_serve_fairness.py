@@ -247,7 +247,7 @@ def test_one_keys_slow_work_never_takes_the_threads_another_key_needs() -> None:
 def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_again() -> None:
     release = threading.Event()
 
-    async def main() -> tuple[bool, int, int, bool, bool]:
+    async def main() -> tuple[bool, int, int, bool, bool, int]:
         limiter = FairLimiter(total=4, per_key=2, heavy_total=1, heavy_s=0.05)
         await limiter.run("analyst", time.sleep, 0.2)  # one slow request: the key is heavy now
         heavy = limiter.heavy("analyst")
