@@ -8,8 +8,8 @@ answers each request in one of two ways:
    queues :class:`Reply` objects (tool calls, text, a cut-off reply, an HTTP error,
    a slow reply, a reply without usage).
 2. **The solver**, for a model with no queued reply when the server was given a
-   world: it plays the reference solution of the scenario named in the system
-   message (``scenario ID of world W``, as the ``openai`` agent writes it), one tool
+   world: it plays the reference solution of the scenario whose opening request is the
+   conversation's first user message (the system message names no scenario), one tool
    call per reply, reacting to held writes, refusals and unknown outcomes exactly as
    the scripted reference agent does. It is stateless: the conversation so far
    decides the next call.
@@ -165,6 +165,7 @@ class ModelServer:
         self._lock = threading.Lock()
         self._numbers = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
+        self._openings: dict[str, list[Scenario]] | None = None
         self._thread: threading.Thread | None = None
 
     # -- control -------------------------------------------------------------------
@@ -223,7 +224,7 @@ class ModelServer:
         assert isinstance(self.world, World)
         scenario = self._scenario(messages)
         if scenario is None:
-            return Reply.error(400, "the solver found no 'scenario ID of world W' in the system message")
+            return Reply.error(400, "the solver found no scenario whose opening request is the first user message")
         agent = ScriptedAgent(scenario.solution("reference"))
         results = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
         action = agent(json.dumps({"tool_result": None}), {})
@@ -234,15 +235,30 @@ class ModelServer:
         return Reply(tool_calls=reply.tool_calls, tokens=self.tokens, delay_s=self.delay_s)
 
     def _scenario(self, messages: list[dict[str, Any]]) -> Scenario | None:
+        """The scenario whose opening request is the first user message (or that a system message names)."""
         assert isinstance(self.world, World)
         system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
         found = _SCENARIO.search(system)
-        if found is None:
+        if found is not None:
+            try:
+                return self.world.scenario(found[1])
+            except KeyError:
+                return None
+        said = [str(m.get("content")) for m in messages if m.get("role") == "user"]
+        if not said:
             return None
-        try:
-            return self.world.scenario(found[1])
-        except KeyError:
-            return None
+        if self._openings is None:
+            self._openings = {}
+            for s in self.world.scenarios():
+                self._openings.setdefault(s.request, []).append(s)
+        candidates = self._openings.get(said[0], [])
+
+        answers = [str(m.get("content")) for m in messages if m.get("role") in ("user", "tool")][1:]
+
+        def heard(s: Scenario) -> int:  # scenarios with one opening differ in what their customer answers
+            return sum(any(reply in text for _, reply in s.facts) for text in answers)
+
+        return max(candidates, key=heard, default=None)
 
 
 class _Handler(BaseHTTPRequestHandler):
