@@ -1,4 +1,4 @@
-"""Reward components and the benchmark / rl profiles (the worked example of the README's Rewards section included)."""
+"""Reward components and the benchmark / rl profiles (the worked example of docs/rewards.md included)."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ class TestApplyProfile:
             Components.from_values({"vibes": 1.0})
 
 
-# -- the worked example of the README's Rewards section ------------------------------------------------------------
+# -- the worked example of docs/rewards.md ------------------------------------------------------------
 class TestWorkedExample:
     """``analytics/revenue-0002`` played two ways by a hosted agent reporting 3,000 tokens a turn."""
 

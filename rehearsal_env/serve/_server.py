@@ -33,7 +33,9 @@ class ServerThread:
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
         options.setdefault("timeout_keep_alive", KEEP_ALIVE_S)
-        options.setdefault("ws_max_size", ws_max_size(app.state.config.max_body_bytes))
+        config = getattr(app.state, "config", None)  # create_app's ServeConfig; other apps (OpenEnv's) have none
+        if config is not None:
+            options.setdefault("ws_max_size", ws_max_size(config.max_body_bytes))
         self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", **options)
         self.server = uvicorn.Server(self.config)
         self._sock = bind(host, port)
