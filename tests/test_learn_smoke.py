@@ -1,0 +1,81 @@
+"""training/learn.py --smoke: every phase at toy size (a tiny random Qwen3 and a tokenizer built locally, nothing
+downloaded): dev evaluations through the runner, SFT on reference trajectories of train scenarios (its loss falls),
+GRPO with our TRL environment class, holdout once for every arm, the report and the learning-curve PNG; a second
+holdout read of the same --out is refused without --reread-holdout, and shown in the report with it.
+
+Opt-in: skips without torch and trl (the ``trl`` extra); fails instead with REHEARSAL_REQUIRE_TRL=1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rehearsal_env.records import read_records
+
+SCRIPT = Path(__file__).parents[1] / "training" / "learn.py"
+
+missing = [m for m in ("torch", "trl", "transformers", "datasets", "matplotlib")
+           if importlib.util.find_spec(m) is None]
+if missing:
+    if os.environ.get("REHEARSAL_REQUIRE_TRL") == "1":
+        raise RuntimeError(f"REHEARSAL_REQUIRE_TRL=1 but {', '.join(missing)} is not installed: "
+                           "pip install torch==2.13.0 && pip install -e '.[trl]'")
+    pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[trl]')", allow_module_level=True)
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _learn(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--world", "analytics", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=600, env=ENV)
+
+
+def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
+    done = _learn(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    sft = re.search(r"SFT: (\d+) steps on 2 trajectories in \d+ s; loss ([\d.]+) -> ([\d.]+)", out)
+    assert sft is not None, out
+    assert float(sft[3]) < float(sft[2]), "SFT on the reference trajectories did not lower the loss"
+    assert re.search(r"GRPO: 2 steps in \d+ s; mean reward per step: ", out), out
+    arms = {"base": "base", "sft": "sft", "sft-grpo": "sft+grpo"}
+    for split in ("dev", "holdout"):
+        for folder, arm in arms.items():
+            records = read_records(tmp_path / f"{split}-{folder}")
+            assert len(records) == 2 and {r.split for r in records} == {split}
+            sha = (tmp_path / f"{split}-{folder}" / "weights.sha256").read_text().strip()
+            assert {r.agent_version for r in records} == {f"{arm}@sha256:{sha[:16]}"}
+    base_sha = (tmp_path / "dev-base" / "weights.sha256").read_text()
+    assert base_sha != (tmp_path / "dev-sft" / "weights.sha256").read_text(), "SFT left the weights unchanged"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [d["arm"] for d in report["dev"]] == ["base", "sft", "sft+grpo"]
+    assert report["holdout_reads"] == 1 and report["paired"] is not None
+    assert "goal (gain >= 2 x floor, p < 0.01)" in out
+    assert (tmp_path / "learning-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    again = _learn(tmp_path)  # holdout was read: refused before any work
+    assert again.returncode != 0 and "holdout was already read" in again.stderr, again.stderr[-2000:]
+    assert json.loads((tmp_path / "holdout-read.json").read_text())["reads"] == 1
+
+    # a second reading (--reread-holdout) is shown in the report: the report of the same runs, read twice
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import learn
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    curve = [(d["arm"], {"run": d["run"], "sha256": d["sha256"], "summary": a["dev_summary"]})
+             for d, a in zip(report["dev"], report["arms"], strict=True)]
+    final = {arm: {"run": str(tmp_path / f"holdout-{folder}"), "summary": a["holdout_summary"]}
+             for (folder, arm), a in zip(arms.items(), report["arms"], strict=True)}
+    args = learn.parse_args(["--smoke", "--world", "analytics"])
+    twice = learn.measure_arms(curve, final, report["times"], report["prompt_tokens"], 2, args)
+    assert "HOLDOUT READ 2 TIMES for this --out (--reread-holdout)" in twice["text"]
+    assert "HOLDOUT READ" not in report["text"]
