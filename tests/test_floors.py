@@ -42,7 +42,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("records",),
     ("versions",),
     ("runner",),
-    ("rescore", "serve"),
+    ("rescore", "serve", "pool"),
     ("client", "integrations"),
     ("measure",),
     ("readiness", "improve"),

@@ -23,8 +23,10 @@ from ._resume import (
     RunState,
     RunStopped,
     begin_run,
+    finish_run,
     load_config,
     load_plan,
+    save_run,
     start_run,
 )
 from ._serial import run
@@ -55,6 +57,8 @@ __all__ = [
     "ResolvedRun",
     "advance",
     "begin_run",
+    "finish_run",
+    "save_run",
     "episode_turns",
     "resolve",
     "take_turn",
