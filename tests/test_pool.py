@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +91,14 @@ class Cluster:
                 time.sleep(0.3)
         raise RuntimeError("the Ray head did not listen within 60 s")
 
-    def kill_second(self) -> None:
-        """The second node goes away (its raylet, object store and workers, all at once)."""
+    def kill_second(self, workers: Sequence[int] = ()) -> None:
+        """The second node goes away: its raylet, object store and agents (its process group) and its
+        ``workers`` (Ray starts worker processes in sessions of their own), all at once."""
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.second is not None:
             _kill(self.second)
             self.second = None
@@ -203,6 +209,8 @@ def test_pool_plays_every_scenario_as_the_serial_runner(cluster: Cluster, tmp_pa
 
 def test_a_killed_node_loses_no_episode(cluster: Cluster, tmp_path: Path,
                                         serial: dict[tuple[str, int], EpisodeRecord]) -> None:
+    import ray
+
     specs = plan(CONFIG, world_for(CONFIG))
     pool = EnvPool(CONFIG, tmp_path, actors=2, sessions_per_actor=len(specs))
     try:
@@ -214,7 +222,10 @@ def test_a_killed_node_loses_no_episode(cluster: Cluster, tmp_path: Path,
             tasks = [asyncio.create_task(_episode(pool, s, i, refusals, gate, reached)) for i, s in enumerate(specs)]
             while len(reached) < len(specs):
                 await asyncio.sleep(0.05)
-            await asyncio.to_thread(cluster.kill_second)  # every episode is mid-way now
+            here = ray.get_runtime_context().get_node_id()  # the driver is on the head
+            doomed = [pid for node, pid in pool.where if node != here]
+            assert len(doomed) == 1, pool.where
+            await asyncio.to_thread(cluster.kill_second, doomed)  # every episode is mid-way now
             gate.set()
             return list(await asyncio.gather(*tasks))
 
