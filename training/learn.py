@@ -47,6 +47,7 @@ from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 from trl.chat_template_utils import add_response_schema, qwen3_chat_template
 
 import rehearsal_env
+from rehearsal_env.agents import ScriptedAgent
 from rehearsal_env.integrations.trl import dataset, dataset_rows, environment_class
 from rehearsal_env.measure import compare, format_comparison, load_run, summarize
 from rehearsal_env.runner import RunConfig, run
@@ -105,19 +106,26 @@ def tool_schemas(environment: Any) -> list[Any]:
 
 
 def reference_conversations(world: rehearsal_env.World, environment: Any, rows: list[dict[str, Any]]) -> list[Any]:
-    """Each train scenario's reference solution played through the TRL environment: the conversation GRPO's
-    rollouts have (system, the customer's words, then assistant tool calls and tool results)."""
+    """Each train scenario's reference solution played through the TRL environment by the scripted agent (which
+    retries a refused call, resends a held one, as the reference says): the conversation GRPO's rollouts have
+    (system, the customer's words, then assistant tool calls and tool results), kept only when verified."""
     out = []
     for row in rows:
+        scenario = world.scenario(row["scenario"])
         messages = [row["prompt"][0], {"role": "user", "content": environment.reset(**row)}]
-        for call in world.scenario(row["scenario"]).reference.calls:
+        agent, observation = ScriptedAgent(scenario.reference), "{}"  # it retries a refused call, as it must
+        while environment.verdict is None and len(messages) < 2 + 2 * scenario.turn_limit:
+            call = json.loads(agent(observation, {}))
             messages.append({"role": "assistant", "content": "",
                              "tool_calls": [{"type": "function",
-                                             "function": {"name": call.tool, "arguments": dict(call.args)}}]})
-            result = getattr(environment, call.tool)(**call.args)
-            messages.append({"role": "tool", "name": call.tool, "content": result})
-            if environment.verdict is not None:  # the episode ended (finish, give_up)
-                break
+                                             "function": {"name": call["tool"], "arguments": call["args"]}}]})
+            observation = getattr(environment, call["tool"])(**call["args"])
+            messages.append({"role": "tool", "name": call["tool"], "content": observation})
+        verdict = environment.verdict
+        if verdict is None or str(verdict.outcome) != "verified":  # never teach what the checks reject
+            raise SystemExit(f"learn.py: error: the reference of train scenario {row['scenario']!r} played through "
+                             f"the TRL environment is not verified ({verdict.outcome if verdict else 'not ended'}); "
+                             "fix the scenario's reference solution before training on it")
         out.append(messages)
     return out
 
