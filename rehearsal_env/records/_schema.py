@@ -102,11 +102,15 @@ def _plain(value: Any) -> Any:
     names = _FIELD_NAMES.get(cls)
     if names is None:
         if cls is tuple or cls is list:
-            return [_plain(v) for v in value]
+            return [v if type(v) in _PLAIN_TYPES else _plain(v) for v in value]
         if not is_dataclass(value) or isinstance(value, type):
             return value
         names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(value))
-    return {name: _plain(getattr(value, name)) for name in names}
+    out = {}
+    for name in names:  # plain values inline: most of a trace's values are (one call each cost the most)
+        v = getattr(value, name)
+        out[name] = v if type(v) in _PLAIN_TYPES else _plain(v)
+    return out
 
 
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None), bytes})
