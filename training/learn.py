@@ -131,15 +131,15 @@ def reference_conversations(world: rehearsal_env.World, environment: Any, rows: 
 
 
 def evaluate(model: Any, tokenizer: Any, world: rehearsal_env.World, split: str, ids: list[str], arm: str,
-             out: Path, profile: str) -> dict[str, Any]:
+             out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One evaluation point: the ordinary runner plays ``model`` on ``ids``; the run directory is returned."""
     model.eval()
     sha = weights_sha(model)
     run_dir = out / f"{split}-{arm.replace('+', '-')}"
     t0 = time.monotonic()
     summary = run(RunConfig(world=world.name, agent="learn", agent_version=f"{arm}@sha256:{sha[:16]}", split=split,
-                            scenarios=tuple(ids), reward_profile=profile), run_dir,
-                  agent_factory=lambda s: ModelPolicy(model, tokenizer, world, s, MAX_NEW_TOKENS))
+                            scenarios=tuple(ids), reward_profile=args.profile), run_dir,
+                  agent_factory=lambda s: ModelPolicy(model, tokenizer, world, s, args.eval_max_new_tokens))
     (run_dir / "weights.sha256").write_text(sha + "\n")
     seconds = time.monotonic() - t0
     print(f"{split} {arm}: {summary['verified']}/{summary['episodes']} verified, {summary['false_completions']} "
@@ -159,11 +159,7 @@ def prompt_tokens(tokenizer: Any, rows: list[dict[str, Any]], environment: Any) 
     return sum(counts) / len(counts)
 
 
-MAX_NEW_TOKENS = 160
-
-
 def main(argv: list[str] | None = None) -> int:
-    global MAX_NEW_TOKENS
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -179,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
         args.train_scenarios, args.dev_scenarios, args.holdout_scenarios = 2, 2, 2
         args.grpo_steps, args.num_generations, args.max_completion_length = 2, 2, 256
         args.eval_max_new_tokens, args.sft_epochs, args.sft_lr = 48, 10.0, 1e-2
-    MAX_NEW_TOKENS = args.eval_max_new_tokens
     times: dict[str, float] = {}
 
     # 1. the base model, in the Qwen3 ChatML template with tools
@@ -214,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. the base model on dev
     states: dict[str, dict[str, Any]] = {"base": copy.deepcopy(model.state_dict())}
-    curve = [("base", evaluate(model, tokenizer, world, "dev", dev, "base", out, args.profile))]
+    curve = [("base", evaluate(model, tokenizer, world, "dev", dev, "base", out, args))]
 
     # 3. SFT on the reference trajectories of train scenarios, rendered in the chat template with the tools
     t0 = time.monotonic()
@@ -237,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SFT: {sft.state.global_step} steps on {len(texts)} trajectories in {times['sft_s']:.0f} s; loss "
           f"{sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}", flush=True)
     states["sft"] = copy.deepcopy(model.state_dict())
-    curve.append(("sft", evaluate(model, tokenizer, world, "dev", dev, "sft", out, args.profile)))
+    curve.append(("sft", evaluate(model, tokenizer, world, "dev", dev, "sft", out, args)))
 
     # 4. GRPO with TRL's environment_factory on train scenarios, rl reward profile
     t0 = time.monotonic()
@@ -259,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{h['reward']:.3f}" for h in logs) + "; tool calls per rollout: "
           + ", ".join(f"{h.get('tools/call_frequency', 0):.2f}" for h in logs), flush=True)
     states["sft+grpo"] = copy.deepcopy(model.state_dict())
-    curve.append(("sft+grpo", evaluate(model, tokenizer, world, "dev", dev, "sft+grpo", out, args.profile)))
+    curve.append(("sft+grpo", evaluate(model, tokenizer, world, "dev", dev, "sft+grpo", out, args)))
 
     # 5. holdout, once, for every arm
     final: dict[str, Any] = {}
@@ -268,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(json.dumps({"reads": reads, "reread_flag": args.reread_holdout}) + "\n")
         for arm in ARMS:
             model.load_state_dict(states[arm])
-            final[arm] = evaluate(model, tokenizer, world, "holdout", holdout, arm, out, args.profile)
+            final[arm] = evaluate(model, tokenizer, world, "holdout", holdout, arm, out, args)
     else:
         reads = 0
 
