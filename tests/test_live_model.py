@@ -196,6 +196,9 @@ def test_a_tiny_model_is_offered_the_tools_and_calls_one(recorded: _Recorder, tm
         "the model never called a world tool: " + "; ".join(t.action[:120] for r in records for t in r.trace))
 
 
+@pytest.mark.skipif(os.environ.get("REHEARSAL_LIVE_TAU2") != "1",
+                    reason="opt-in (REHEARSAL_LIVE_TAU2=1): tau2-retail's ~5,000-token prompt takes the tiny model "
+                           "about 400 s per call to read on 2 cores, too long for make test")
 def test_a_tau2_retail_prompt_fits_the_profiles_context(recorded: _Recorder, tmp_path: Path) -> None:
     world = tau2_world("retail")
     profile = live_profile()
