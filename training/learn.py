@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         where, gguf = (str(path.parent), path.name) if path.suffix == ".gguf" else (str(path), None)
         tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf, padding_side="left")
         model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf, dtype=torch.float32)
+        if gguf:  # transformers marks a GGUF-loaded model quantized (Trainer then refuses it); its weights are float32
+            model.is_quantized, model.hf_quantizer = False, None
         tokenizer.chat_template = qwen3_chat_template  # SmolLM2's own template renders no tools
         source = str(path)
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
