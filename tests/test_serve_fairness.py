@@ -133,7 +133,7 @@ def test_a_lone_surrogate_in_an_action_is_a_rejected_attempt(tmp_path: Path) -> 
                           headers={"content-type": "application/json"})
         key = http.post("/v1/episodes", content=b'{"world": "shop", "scenario": "x", "\\ud800": 1}',
                         headers={"content-type": "application/json"})
-        long_action = step(http, eid, json.dumps({"tool": "get_order", "args": {"order_id": "9" * 200_000}}), 2)
+        long_action = step(http, eid, json.dumps({"tool": "get_order", "args": {"order_id": "9" * 100_000}}), 2)
         long_start = start(http, "x" * 100_000)  # only a step may carry a long body
         final = step(http, eid, GIVE_UP, 3)
     assert long_action["status"] in ("rejected", "error") and long_action["turn"] == 3

@@ -28,9 +28,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-MAX_ACTION_CHARS = 1 << 24
-"""Longest action text parsed (16 Mi characters: a 10 MB ``finish`` answer is still read, and recorded cut);
-a longer one is rejected unread."""
+MAX_ACTION_CHARS = 1 << 17
+"""Longest action text parsed (128 Ki characters, far past any tool call's arguments); a longer one is rejected
+unread. The action space states the same bound, and Gymnasium's checker samples texts up to it (at 16 Mi a sample
+took 6 s), so it is kept to what an action needs."""
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects in an action's JSON (the action object itself is depth 1)."""
 MAX_TOKENS = 10**9
