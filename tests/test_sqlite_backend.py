@@ -47,6 +47,7 @@ def test_envs_have_private_databases() -> None:
 
 def test_the_snapshot_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_backend, "SNAPSHOT_CACHE_BYTES", 1)  # every snapshot is over it: one is kept
+    monkeypatch.setattr(sqlite_backend, "_SNAPSHOTS", type(sqlite_backend._SNAPSHOTS)())  # not what others cached
     shop, analytics = load_world("shop"), load_world("analytics")
     first = sqlite_backend.build_snapshot(shop)
     sqlite_backend.build_snapshot(analytics)
