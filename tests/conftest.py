@@ -22,6 +22,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ["REHEARSAL_HOME"] = tempfile.mkdtemp(prefix="rehearsal-home-")
 atexit.register(shutil.rmtree, os.environ["REHEARSAL_HOME"], True)
 
+# Every Ray the suite starts (local ones by ray.init, the 2-node cluster by `ray start`) uses one auth mode.
+# Ray fixes its mode for the whole process at the first ray.init: a local start turns token authentication
+# on (RAY_AUTH_MODE=token in os.environ, a token in ~/.ray), and a later cluster started without it then
+# loses every actor the driver creates ("all references to the actor were removed"). The suite's Rays
+# listen on loopback only.
+os.environ["RAY_AUTH_MODE"] = "disabled"
+
 from pgserver import private_server  # noqa: E402
 from tinyworld import build_world  # noqa: E402
 

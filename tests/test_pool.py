@@ -31,10 +31,11 @@ from rehearsal_env.records import EpisodeRecord, read_records
 from rehearsal_env.runner import EpisodeSpec, RunConfig, plan, run, world_for
 
 RAY = Path(sys.executable).with_name("ray")
-HEALTH = {"RAY_health_check_initial_delay_ms": "500", "RAY_health_check_period_ms": "500",
-          "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "3", "RAY_AUTH_MODE": "disabled"}
-"""A dead node is noticed within seconds (Ray's defaults take ~30 s); no token authentication on loopback (the
-driver sets the same mode: a token left in ~/.ray would otherwise turn it on for `ray start` alone)."""
+HEALTH = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
+          "RAY_health_check_timeout_ms": "2000", "RAY_health_check_failure_threshold": "5", "RAY_AUTH_MODE": "disabled"}
+"""A dead node is noticed within seconds (Ray's defaults take ~30 s); no token authentication on loopback, the
+mode conftest.py sets for every Ray of the suite (a token left in ~/.ray would otherwise turn it on for
+`ray start` alone)."""
 
 
 def _skip_or_fail(why: str) -> None:
@@ -116,8 +117,6 @@ def cluster() -> Iterator[Cluster]:
     import ray
 
     c = Cluster()
-    mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = HEALTH["RAY_AUTH_MODE"]
     try:
         ray.init(address=c.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         deadline = time.monotonic() + 60
@@ -128,10 +127,6 @@ def cluster() -> Iterator[Cluster]:
     finally:
         ray.shutdown()
         c.stop()
-        if mode is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = mode
 
 
 CONFIG = RunConfig(world="shop", run_id="run_pool_test")
