@@ -144,10 +144,6 @@ def test_give_up_ends_the_episode(tiny_world) -> None:
     assert not info["verdict"].metrics.false_completion
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression, see the session note: "
-    "a check erroring on the untouched snapshot is judged not_achieved, not not_scored (world),"
-    " in this test; found at the end of the session"))
 def test_a_check_that_cannot_be_evaluated_makes_the_episode_not_scored(tiny_world) -> None:
     from rehearsal_env.checks import Check
 
@@ -161,6 +157,37 @@ def test_a_check_that_cannot_be_evaluated_makes_the_episode_not_scored(tiny_worl
     assert verdict.outcome.value == "not_scored" and verdict.outcome_reward is None
     assert "exactly one row" in (verdict.reason or "")
     assert not verdict.metrics.false_completion
+
+
+def test_a_check_that_errors_on_the_snapshot_too_is_the_worlds_even_after_the_agent_wrote(tiny_world) -> None:
+    from rehearsal_env.checks import Check
+
+    broken = Scenario(id="broken", world="tiny", split="dev", role="clerk", category="x", request="r",
+                      goal_checks=(Check("several rows", "SELECT id FROM accounts", "eq", 1),), hard_rules=(),
+                      reference=Solution("reference", (ToolCall("finish", {"message": "m"}),)))
+    env = RehearsalEnv(broken, tiny_world, stress=False)
+    env.reset()
+    assert json.loads(env.step(act("pay_out", account_id=1, amount_cents=100))[0])["tool_result"]["status"] == "ok"
+    *_, info = env.step(act("finish", message="m"))
+    assert info["verdict"].outcome.value == "not_scored" and info["verdict"].cause.value == "world"
+
+
+def test_a_check_that_errors_only_because_of_what_the_agent_wrote_is_the_agents(tiny_world) -> None:
+    from rehearsal_env.checks import Check
+
+    # one row on the snapshot (ann's); a payout from bob's account makes it two
+    check = Check("one owner", "SELECT owner FROM accounts WHERE id = 1 OR id IN (SELECT account_id FROM transfers)",
+                  "eq", "ann")
+    scenario = Scenario(id="one", world="tiny", split="dev", role="clerk", category="x", request="r",
+                        goal_checks=(check,), hard_rules=(),
+                        reference=Solution("reference", (ToolCall("finish", {"message": "m"}),)))
+    env = RehearsalEnv(scenario, tiny_world, stress=False)
+    env.reset()
+    assert json.loads(env.step(act("pay_out", account_id=2, amount_cents=100))[0])["tool_result"]["status"] == "ok"
+    *_, info = env.step(act("finish", message="m"))
+    verdict = info["verdict"]
+    assert verdict.outcome.value == "not_achieved" and verdict.cause is None
+    assert "exactly one row" in (verdict.checks[0].error or "")
 
 
 def test_step_after_the_end_is_an_error(tiny_world) -> None:

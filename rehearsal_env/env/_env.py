@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from contextlib import AbstractContextManager
 from datetime import date
 from typing import Any
 
@@ -30,7 +31,7 @@ from ._checkpoint import encode, version_of
 from ._customer import Customer
 from ._delta import capture_delta
 from ._episode import Episode
-from ._fork import copy_database, give_back
+from ._fork import copy_database, give_back, spare_database
 from ._lineage import Lineage, new_episode_id
 from ._state import copy_rng, episode_state, load_episode_state, rng_state
 
@@ -128,6 +129,10 @@ class RehearsalEnv(gym.Env[str, str]):
             self._db = open_database(self.world, self.backend, **self._backend_options)
         return self._db
 
+    def _snapshot(self) -> AbstractContextManager[Database]:
+        """A database of this env's world at its untouched snapshot (where an errored check is asked again)."""
+        return spare_database(self.world, self.backend, self._backend_options)
+
     @property
     def episode(self) -> Episode:
         if self._episode is None:
@@ -138,7 +143,8 @@ class RehearsalEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._closed = False
         self.db.reset()
-        self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer)
+        self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer,
+                                snapshot=self._snapshot)
         observation = self._episode.start()
         info = {
             "world": self.world.name,
@@ -229,7 +235,8 @@ class RehearsalEnv(gym.Env[str, str]):
         twin = getattr(episode.customer, "fork", None)
         customer = twin() if twin is not None else None
         child._customer = customer if self._customer is not None else None
-        child._episode = Episode(self.world, self.scenario, db, stress=self.stress, customer=customer)
+        child._episode = Episode(self.world, self.scenario, db, stress=self.stress, customer=customer,
+                                 snapshot=self._snapshot)
         load_episode_state(child._episode, state)
         child._episode.id = None
         child._episode.lineage = Lineage(self._episode_id(episode), episode.turn, "fork")

@@ -46,7 +46,7 @@ from ..checks import CheckResult
 from ..scenarios import Scenario
 from ..services import duplicate_effects
 from ..tools import ENDING_TOOLS, ToolInputError
-from ..verdict import Ending, NotScoredCause, NotScoredError, Outcome, Verdict, judge
+from ..verdict import Ending, NotScoredCause, NotScoredError, Outcome, Snapshot, Verdict, judge
 from ..worlds import World
 from ._action import Rejected, action_text, parse_action, record_text
 from ._crash import ToolCrash
@@ -104,8 +104,10 @@ class Episode:
         *,
         stress: bool = True,
         customer: Customer | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.world, self.scenario, self.db = world, scenario, db
+        self._snapshot = snapshot
         self.tools = world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
         self._all_tools = {t.name for t in world.tools} | set(self.tools)
         self.customer = customer or ScriptedCustomer(scenario)
@@ -244,7 +246,8 @@ class Episode:
         duplicates = 0
         if not_scored is None:
             try:
-                outcome, checks, reason = judge(self.db, self.scenario.goal_checks, self.scenario.hard_rules)
+                outcome, checks, reason = judge(self.db, self.scenario.goal_checks, self.scenario.hard_rules,
+                                                  snapshot=self._snapshot)
                 duplicates = duplicate_effects(self.db)
                 cause = NotScoredCause.WORLD if outcome is Outcome.NOT_SCORED else None
             except Exception as exc:  # the checks could not run: the database (or the world's code) failed

@@ -15,7 +15,8 @@ for a database after its first K forks; :func:`prepare_spares` opens them ahead 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ..backends import Database, DatabaseError, open_database
@@ -40,6 +41,16 @@ def take_database(world: World, backend: str, options: Mapping[str, Any]) -> Dat
         if kept is not None and kept[1]:
             return kept[1].pop()
     return open_database(world, backend, **options)
+
+
+@contextmanager
+def spare_database(world: World, backend: str, options: Mapping[str, Any]) -> Iterator[Database]:
+    """A reset database of ``world`` on ``backend`` for the ``with`` block (a spare, given back after it)."""
+    db = take_database(world, backend, options)
+    try:
+        yield db
+    finally:
+        give_back(world, backend, options, db)
 
 
 def give_back(world: World, backend: str, options: Mapping[str, Any], db: Database) -> None:

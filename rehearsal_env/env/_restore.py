@@ -75,7 +75,7 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
         raise
     env._db, env._owns_db, env._spare_db = db, database is None, database is None
     try:
-        episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer)
+        episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer, snapshot=env._snapshot)
         load_episode_state(episode, checkpoint.payload["episode"])
         env._np_random, env._np_random_seed = set_rng_state(checkpoint.payload["rng"])
     except (KeyError, TypeError, ValueError) as exc:

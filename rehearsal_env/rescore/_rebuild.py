@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import SQLiteDatabase
-from ..checks import Check
+from ..checks import Check, CheckResult
 from ..clock import frozen_world
 from ..provenance import provenance_of
 from ..records import EpisodeRecord, RowChange, as_json
@@ -31,6 +31,20 @@ from ..worlds import World, load_world
 
 ScenarioChecks = tuple[tuple[Check, ...], tuple[Check, ...]]
 """A scenario's (goal checks, hard rules)."""
+
+
+def _defects(world: World, checks: Sequence[Check], results: Sequence[CheckResult],
+             touched: bool) -> tuple[CheckResult, ...]:
+    """The errored results whose checks error on the untouched snapshot as well (as in the live episode:
+    those are the world's defect, the others the agent's)."""
+    errored = [(check, result) for check, result in zip(checks, results, strict=True) if result.error]
+    if not errored or not touched:
+        return tuple(result for _, result in errored)
+    snapshot = end_state(world, ())
+    try:
+        return tuple(result for check, result in errored if run_check(snapshot, check, result.kind).error)
+    finally:
+        snapshot.close()
 
 
 def end_state(world: World, changes: Sequence[RowChange]) -> SQLiteDatabase:
@@ -138,7 +152,8 @@ def recheck(record: EpisodeRecord, checks: ScenarioChecks, world: World | None =
     if record.capture_error or (record.outcome == "not_scored" and not record.checks):
         return Recheck(*ident, None, (f"not rebuilt: {record.capture_error or record.reason}",))
     goal, rules = checks
-    state = end_state(world or world_of(record), record.changes)
+    world = world or world_of(record)
+    state = end_state(world, record.changes)
     try:
         results = [run_check(state, c, "goal") for c in goal] + [run_check(state, c, "hard_rule") for c in rules]
         duplicates = duplicate_effects(state)
@@ -157,7 +172,7 @@ def recheck(record: EpisodeRecord, checks: ScenarioChecks, world: World | None =
             differences.append(f"check {stored.name!r}: stored held={stored.held} passed={stored.passed}, "
                                f"re-run with the published check held={as_json(now.held)} passed={now.passed}")
     outcome, _ = decide([r for r in results if r.kind == "goal"], [r for r in results if r.kind == "hard_rule"],
-                        untouched=not record.changes)  # as in the live episode: an error on the snapshot is the world's
+                        defects=_defects(world, (*goal, *rules), results, bool(record.changes)))
     if outcome.value != record.outcome:
         differences.append(f"outcome: stored {record.outcome}, re-run {outcome.value}")
     if duplicates != record.duplicate_effects:

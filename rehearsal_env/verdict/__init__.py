@@ -1,7 +1,7 @@
 """Verdicts: outcomes, endings, run metrics, and how checks decide them."""
 
 from ._cause import NotScoredCause, NotScoredError
-from ._judge import alive, judge, run_check
+from ._judge import Snapshot, alive, judge, run_check
 from ._verdict import Ending, EpisodeMetrics, Outcome, Verdict, decide
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "NotScoredCause",
     "NotScoredError",
     "Outcome",
+    "Snapshot",
     "Verdict",
     "decide",
     "judge",

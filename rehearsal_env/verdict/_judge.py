@@ -5,9 +5,13 @@ with the wanted one) is recorded with its ``error``. Who answers for it depends 
 
 - on a database the agent changed, the agent does: the check counts as failed (a goal check not met, a
   hard rule broken), because whatever the agent wrote is what made it fail;
-- on the untouched snapshot, nothing the agent did could matter: the world's check is broken, which
-  validation (``rehearsal world build``) catches before a version is published; should it happen in an
-  episode anyway, the episode is not scored (cause ``world``).
+- unless it errors on the untouched snapshot as well: then nothing the agent did could matter, the world's
+  check is broken, which validation (``rehearsal world build``) catches before a version is published;
+  should it happen in an episode anyway, the episode is not scored (cause ``world``). The snapshot is asked,
+  not guessed: a database the agent did not touch is the snapshot; otherwise the errored checks run again
+  on a reset database of the same world (``snapshot``). Writing a final answer touches the database too, so
+  "did the agent change anything" cannot decide it: a check over ``final_answers`` may error because of
+  the answer the agent gave, and a check over another table may error whatever the agent wrote.
 
 Only a database that is gone (the connection or server lost: :func:`~rehearsal_env.backends.DatabaseError`
 and the database no longer answers ``SELECT 1``) stops the judging; the episode is then not scored (cause
@@ -17,10 +21,15 @@ and the database no longer answers ``SELECT 1``) stops the judging; the episode 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from ..backends import Database, DatabaseError
 from ..checks import Check, CheckError, CheckKind, CheckRefused, CheckResult
 from ._verdict import Outcome, decide
+
+Snapshot = Callable[[], AbstractContextManager[Database]]
+"""Opens a database of the episode's world at its untouched snapshot (on the episode's backend), for as long as
+the ``with`` block lasts."""
 
 MAX_ERROR_CHARS = 2000
 """Longest error text kept in a check's result."""
@@ -71,20 +80,33 @@ def _guarded(db: Database, check: Check, kind: CheckKind, is_alive: Callable[[Da
 
 def judge(
     db: Database, goal_checks: tuple[Check, ...], hard_rules: tuple[Check, ...], *,
-    untouched: bool | None = None, is_alive: Callable[[Database], bool] = alive,
+    snapshot: Snapshot | None = None, is_alive: Callable[[Database], bool] = alive,
 ) -> tuple[Outcome, tuple[CheckResult, ...], str | None]:
     """Run every check and return (outcome, results, reason-if-not-scored); see the module docstring.
 
-    ``untouched``: whether the agent left the database as the snapshot was (None: asked of the database,
-    :meth:`~rehearsal_env.backends.Database.touched`).
+    ``snapshot``: where an errored check runs again when the agent touched ``db`` (None: nowhere, and the agent
+    answers for every errored check on a touched database).
 
     Raises:
-        DatabaseError: the database failed under a check and no longer answers (the caller records cause
-            ``database``).
+        DatabaseError: the database (or the snapshot's) failed under a check and no longer answers (the caller
+            records cause ``database``).
     """
     goal = [_guarded(db, c, "goal", is_alive) for c in goal_checks]
     rules = [_guarded(db, c, "hard_rule", is_alive) for c in hard_rules]
-    if untouched is None and any(c.error for c in (*goal, *rules)):
-        untouched = not any(db.touched().values())
-    outcome, reason = decide(goal, rules, untouched=bool(untouched))
+    errored = [(check, result) for check, result in zip((*goal_checks, *hard_rules), (*goal, *rules), strict=True)
+               if result.error]
+    outcome, reason = decide(goal, rules, defects=_defects(db, errored, snapshot, is_alive))
     return outcome, (*goal, *rules), reason
+
+
+def _defects(db: Database, errored: list[tuple[Check, CheckResult]], snapshot: Snapshot | None,
+             is_alive: Callable[[Database], bool]) -> tuple[CheckResult, ...]:
+    """The errored checks that error on the untouched snapshot as well."""
+    if not errored:
+        return ()
+    if not any(db.touched().values()):
+        return tuple(result for _, result in errored)
+    if snapshot is None:
+        return ()
+    with snapshot() as base:
+        return tuple(result for check, result in errored if _guarded(base, check, result.kind, is_alive).error)

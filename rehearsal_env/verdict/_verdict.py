@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -108,16 +109,16 @@ class Verdict:
         }
 
 
-def decide(goal: list[CheckResult], rules: list[CheckResult], *, untouched: bool = False) -> tuple[Outcome, str | None]:
-    """The outcome from check results. A check that errored counts as failed: on a database the agent changed,
-    what it wrote made the check fail, so it answers for it (a goal check not met, a hard rule broken; the
-    error stays in the check's result). With ``untouched`` (the agent changed nothing) an errored check is
-    the world's defect and the episode is not scored (cause ``world``): validation catches such a check on
-    the snapshot before a version is published."""
-    errored = [c for c in (*goal, *rules) if c.error]
-    if errored and untouched:
-        first = errored[0]
-        return Outcome.NOT_SCORED, (f"check {first.name!r} could not be evaluated on the untouched snapshot "
+def decide(goal: list[CheckResult], rules: list[CheckResult], *,
+           defects: Sequence[CheckResult] = ()) -> tuple[Outcome, str | None]:
+    """The outcome from check results. A check that errored counts as failed (a goal check not met, a hard rule
+    broken; the error stays in its result): whatever the agent changed made it fail, so the agent answers for
+    it. ``defects`` are the errored checks that error on the untouched snapshot as well (:func:`judge` asks
+    it): nothing the agent did could matter there, the check is the world's defect and the episode is not
+    scored (cause ``world``); validation catches such a check before a version is published."""
+    if defects:
+        first = defects[0]
+        return Outcome.NOT_SCORED, (f"check {first.name!r} cannot be evaluated on the untouched snapshot either "
                                     f"(a defect of the world): {first.error}")
     if any(not c.passed for c in rules):
         return Outcome.RULE_VIOLATED, None
