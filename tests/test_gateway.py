@@ -113,10 +113,6 @@ def test_an_episode_through_the_gateway_has_measured_tokens(gateway: tuple[str, 
     assert [json.loads(line) for line in kept.read_text().splitlines()] == calls
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression, see the session note: "
-    "the relayed stream is not split as the test expects with the live model (ValueError at the"
-    " unpack); found at the end of the session"))
 def test_streaming_is_relayed_and_logged(gateway: tuple[str, Ledger], provider: ModelServer) -> None:
     url, ledger = gateway
     provider.script("m", Reply.text("one two three"), Reply.text("four five"))

@@ -14,6 +14,7 @@ and token ids the provider returned. For a stream the gateway asks the provider 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -143,13 +144,25 @@ def gateway_app(config: GatewayConfig) -> FastAPI:
         return StreamingResponse(relay(link, call, answer, wants_usage), media_type="text/event-stream")
 
     async def relay(link: str, call: Call, answer: httpx.Response, wants_usage: bool) -> AsyncIterator[bytes]:
-        error: str | None = None
+        """Pass the stream on line by line; the call is logged when the provider's stream ends (before its
+        last line is passed on: a harness that hangs up on ``[DONE]`` cancels this generator, and a log left
+        to ``finally`` would then be lost), or, failing that, when the stream breaks off or the harness goes."""
+        logged = False
+
+        async def end(status: int | None, error: str | None) -> None:
+            nonlocal logged
+            if not logged:
+                logged = True
+                await log(link, call, status, error)
+
         try:
             async for line in answer.aiter_lines():
                 if call.first_byte_s is None:
                     call.first_byte_s = call.elapsed()
                 data = line[5:].strip() if line.startswith("data:") else None
-                if data and data != "[DONE]":
+                if data == "[DONE]":
+                    await end(200, None)
+                elif data:
                     try:
                         chunk = json.loads(data)
                     except ValueError:
@@ -159,11 +172,14 @@ def gateway_app(config: GatewayConfig) -> FastAPI:
                         if not wants_usage and not chunk.get("choices") and chunk.get("usage") is not None:
                             continue  # the usage chunk the gateway asked for, not the harness
                 yield (line + "\n").encode()
+            await end(200, None)
         except httpx.HTTPError as exc:
-            error = f"the stream broke off: {type(exc).__name__}: {exc}"
+            await end(None, f"the stream broke off: {type(exc).__name__}: {exc}")
         finally:
             await answer.aclose()
-            await log(link, call, None if error else 200, error)
+            if not logged:  # the harness hung up mid-stream: log what was relayed, even while being cancelled
+                logged = True
+                await asyncio.shield(log(link, call, None, "the harness closed the stream before its end"))
 
     @app.post("/episodes/{link}/v1/chat/completions", summary="A chat completion of the episode LINK")
     async def by_path(link: str, request: Request) -> Response:
