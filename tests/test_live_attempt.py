@@ -33,10 +33,6 @@ def server(tiny_world: World) -> Iterator[ModelServer]:
         yield s
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression, see the session note: "
-    "the scripted model server no longer verifies the tiny world's scenarios since the shared-f"
-    "irst system prompt (it finds the scenario from the opening message)"))
 def test_attempts_are_recorded_shown_and_withdraw_nothing(tiny_world: World, server: ModelServer,
                                                          tmp_path: Path) -> None:
     built = build_and_publish(tiny_world, tmp_path)
@@ -75,10 +71,6 @@ def test_the_facts_a_live_agent_could_not_find() -> None:
     assert missing_facts(scenario, [*seen, *(f"{k} {v}" for k, v in keys.items())]) == ()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known regression, see the session note: "
-    "the scripted model server no longer verifies the tiny world's scenarios since the shared-f"
-    "irst system prompt (it finds the scenario from the opening message)"))
 def test_world_build_with_a_live_agent(server: ModelServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     register_world("tiny-live", build_world)
     assert main(["world", "build", "tiny-live", "--out", str(tmp_path), "--live-agent", "openai:scripted",

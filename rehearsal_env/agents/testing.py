@@ -9,9 +9,10 @@ answers each request in one of two ways:
    a slow reply, a reply without usage).
 2. **The solver**, for a model with no queued reply when the server was given a
    world: it plays the reference solution of the scenario whose opening request is the
-   conversation's first user message (the system message names no scenario), one tool
-   call per reply, reacting to held writes, refusals and unknown outcomes exactly as
-   the scripted reference agent does. It is stateless: the conversation so far
+   conversation's first user message (the system message names no scenario; among scenarios with the
+   same opening, the one whose customer said what the conversation heard; a changed request is played
+   from the message that changed it), one tool call per reply, reacting to held writes, refusals and
+   unknown outcomes exactly as the scripted reference agent does. It is stateless: the conversation so far
    decides the next call.
 
 A request that matches neither is answered HTTP 400 ("no scripted reply left"), so
@@ -226,7 +227,11 @@ class ModelServer:
         if scenario is None:
             return Reply.error(400, "the solver found no scenario whose opening request is the first user message")
         agent = ScriptedAgent(scenario.solution("reference"))
-        results = [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
+        start = 0  # a customer who changed the request: the reference (which plays the final request) starts there
+        if scenario.change is not None:
+            start = next((i for i, m in enumerate(messages) if m.get("role") == "user"
+                          and scenario.change.message in str(m.get("content"))), 0)
+        results = [json.loads(m["content"]) for m in messages[start:] if m.get("role") == "tool"]
         action = agent(json.dumps({"tool_result": None}), {})
         for result in results:
             action = agent(json.dumps({"tool_result": result}), {})
@@ -256,7 +261,8 @@ class ModelServer:
         answers = [str(m.get("content")) for m in messages if m.get("role") in ("user", "tool")][1:]
 
         def heard(s: Scenario) -> int:  # scenarios with one opening differ in what their customer answers
-            return sum(any(reply in text for _, reply in s.facts) for text in answers)
+            changed = s.change is not None and any(s.change.message in text for text in answers)
+            return sum(any(reply in text for _, reply in s.facts) for text in answers) + 1000 * changed
 
         return max(candidates, key=heard, default=None)
 
