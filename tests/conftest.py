@@ -61,6 +61,7 @@ def postgres_dsn() -> Iterator[str]:
 # Each group says what is missing, how to install it, and the REHEARSAL_REQUIRE_<PART> that turns the skip
 # into a failure (as .ci/run sets them all).
 _PARTS: tuple[tuple[str, str, str, str], ...] = (
+    ("an opt-in (a long test that make test leaves out)", r"^opt-in", "set the variable the reason names", ""),
     ("PostgreSQL server binaries", r"postgres|initdb",
      "apt-get install postgresql, or set REHEARSAL_POSTGRES_BIN / REHEARSAL_POSTGRES_DSN", "POSTGRES"),
     ("a Docker daemon and the sandbox images", r"docker|sandbox",

@@ -28,7 +28,7 @@ from ray import cloudpickle
 from rehearsal_env.agents import Policy, make_agent
 from rehearsal_env.cli import main
 from rehearsal_env.measure import RunError, load_run
-from rehearsal_env.readiness import judge
+from rehearsal_env.readiness import readiness_of
 from rehearsal_env.records import (
     EPISODES_DIR,
     EpisodeRecord,
@@ -162,7 +162,7 @@ def test_every_reader_refuses_a_directory_mixing_runs(tiny_run: Path, tmp_path: 
     other = [dataclasses.replace(r, run_id="run_other") for r in read_records(tiny_run)[:2]]
     write_part(mixed, other, 7)  # what two runs writing into one --out left behind before the lock
     for reader in (read_records, read_table, lambda d: rescore_run(d, "rl", tmp_path / "rescored"),
-                   lambda d: judge(read_records(d))):
+                   lambda d: readiness_of(read_records(d))):
         with pytest.raises(MixedRuns, match=r"holds records of 2 runs: run_\w+ \(part-.*run_other \(part-00007"):
             reader(mixed)
     assert main(["readiness", str(mixed)]) == 0  # it judges what it reads, and says why it cannot trust it

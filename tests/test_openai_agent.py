@@ -13,8 +13,8 @@ from rehearsal_env.agents import (
     AgentProfile,
     Endpoint,
     OpenAIAgent,
-    ProfileError,
     ProviderError,
+    ProviderRefused,
     Sampling,
 )
 from rehearsal_env.agents.testing import ModelServer, Reply
@@ -198,7 +198,7 @@ def test_provider_failures_end_in_a_provider_error(server: ModelServer, shop: Wo
 
 def test_unknown_model_stops_the_run(server: ModelServer, shop: World) -> None:
     server.script("missing", Reply.error(404, "The model 'missing' does not exist"))
-    with pytest.raises(ProfileError, match="does not exist.*fix the profile's model name"):
+    with pytest.raises(ProviderRefused, match="does not exist.*fix the profile's model name"):
         play(server, shop, SHOP, "missing")
 
 
