@@ -125,7 +125,8 @@ def test_agents_queries_run_read_only_inside_a_tool_call(pair: tuple[Database, D
                          ("SELECT nope FROM teams", "failed")):
             with pytest.raises(ApplicationError, match=why):
                 pg.read_query(bad, max_rows=5, timeout_s=0.2)
-        assert pg.query("SELECT current_user, current_setting('statement_timeout')") == [("rehearsal", "0")]
+        # the application's own timeout (APP_STATEMENT_TIMEOUT_S), not the agent's read's 0.2 s
+        assert pg.query("SELECT current_user, current_setting('statement_timeout')") == [("rehearsal", "5s")]
         pg.execute("UPDATE teams SET name = 'Red' WHERE id = 1")  # the transaction is still usable
     assert pg.query("SELECT name FROM teams WHERE id = 1") == [("Red",)]
     assert pg.read_query("SELECT COUNT(*) FROM members", max_rows=5, timeout_s=1.0)[1:] == ([(4,)], False)

@@ -33,6 +33,7 @@ from tau2data import tau2_world
 import rehearsal_env
 from rehearsal_env import RehearsalEnv
 from rehearsal_env.backends import ApplicationError, open_database
+from rehearsal_env.backends import postgres as postgres_backend
 from rehearsal_env.backends import sqlite as sqlite_backend
 from rehearsal_env.backends.sqlite import APP_STATEMENT_TIMEOUT_S
 from rehearsal_env.checks import Check
@@ -288,8 +289,9 @@ def test_a_heap_hungry_query_never_fails_a_concurrent_env_s_reset_or_step() -> N
     assert hostile_errors and all("passed 4 MB" in e for e in hostile_errors), hostile_errors[:2]
 
 
-# -- SQLite: a tool's own statement that runs away is stopped, and is that tool's crash ----------------------
-def test_a_runaway_application_statement_is_interrupted_as_the_tool_s_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+# -- a tool's own statement that runs away is stopped, and is that tool's crash (both backends) ----------------
+def test_a_runaway_application_statement_is_interrupted_as_the_tool_s_crash(monkeypatch: pytest.MonkeyPatch,
+                                                                           backend: dict[str, Any]) -> None:
     @tool("read")
     def count_to(ctx: ToolContext, n: int) -> int:
         """Count to n (the world's author forgot to bound n).
@@ -309,7 +311,8 @@ def test_a_runaway_application_statement_is_interrupted_as_the_tool_s_crash(monk
                       goal_checks=(check,), hard_rules=(), turn_limit=4,
                       reference=Solution("reference", (ToolCall("finish", {"message": "done"}),)), wrong=())])
     monkeypatch.setattr(sqlite_backend, "APP_STATEMENT_TIMEOUT_S", 0.5)
-    env = RehearsalEnv("count", world)
+    monkeypatch.setattr(postgres_backend, "APP_STATEMENT_TIMEOUT_S", 0.5)
+    env = RehearsalEnv("count", world, **backend)
     try:
         env.reset(seed=0)
         assert _step(env, "count_to", n=10)[0]["result"] == 10

@@ -23,6 +23,10 @@ from ..schema import Table
 Dialect = Literal["sqlite", "postgres"]
 Row = tuple[Any, ...]
 
+APP_STATEMENT_TIMEOUT_S = 5.0
+"""An application statement (a tool's own SQL) running longer than this is stopped, on every backend (SQLite:
+an interrupt; PostgreSQL: ``statement_timeout``); the tool call fails and the database goes on."""
+
 
 class DatabaseError(RuntimeError):
     """The database engine failed (infrastructure, not the agent): the episode is not scored."""

@@ -37,7 +37,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 
-from ._database import ApplicationError, DatabaseError, Dialect, Row
+from ._database import APP_STATEMENT_TIMEOUT_S, ApplicationError, DatabaseError, Dialect, Row
 from ._pgcache import shared_dsn
 from ._pgcluster import Cluster, cluster
 from ._pgcompat import sqlite_column_names, sqlite_integrity_message
@@ -95,6 +95,7 @@ class PostgresDatabase:
         self.name, password = self._cluster.create_env_database(spec)
         try:
             self._conn = connect(self._cluster.db_dsn(self.name))
+            self._conn.execute(_app_timeout())
             self._reader = Reader(self._cluster.reader_dsn(self.name, password))
         except psycopg.Error as exc:
             self._cluster.drop_env_database(self.name)
@@ -125,6 +126,9 @@ class PostgresDatabase:
                 rows = cur.fetchall() if cur.description is not None else []
         except pgerrors.IntegrityError as exc:
             raise _refused(exc) from exc
+        except pgerrors.QueryCanceled as exc:
+            raise DatabaseError(f"the application's statement ran longer than {APP_STATEMENT_TIMEOUT_S:g} s "
+                                f"and was stopped ({sql.split(None, 1)[0]})") from exc
         except pgerrors.InFailedSqlTransaction as exc:
             raise DatabaseError(
                 "PostgreSQL aborted this tool call's transaction after an earlier query failed with a "
@@ -245,12 +249,18 @@ class PostgresDatabase:
             raise DatabaseError(f"PostgreSQL failed on {command}: {first_line(exc)}") from exc
 
     def _call(self, function: str) -> None:
+        """Run one of the env's own functions (reset, sequences): not a tool's SQL, so not under its timeout."""
         try:
-            self._conn.execute(f"SELECT rehearsal.{function}()")
+            self._conn.execute(f"SET statement_timeout = 0; SELECT rehearsal.{function}(); {_app_timeout()}")
         except psycopg.Error as exc:
             raise DatabaseError(
                 f"PostgreSQL could not run rehearsal.{function}() in {self.name!r}: {first_line(exc)}"
             ) from exc
+
+
+def _app_timeout() -> str:
+    """The application connection's timeout for a tool's own SQL (the env's own functions lift it)."""
+    return f"SET statement_timeout = {max(1, int(APP_STATEMENT_TIMEOUT_S * 1000))}"
 
 
 def _refused(exc: psycopg.Error) -> ApplicationError:

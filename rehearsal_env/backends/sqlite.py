@@ -33,7 +33,7 @@ from typing import Any
 
 from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
 from ..schema import Table
-from ._database import ApplicationError, DatabaseError, Dialect, Row
+from ._database import APP_STATEMENT_TIMEOUT_S, ApplicationError, DatabaseError, Dialect, Row
 from ._dialect import create_table
 from ._spec import DatabaseSpec
 from ._sqliteread import (
@@ -50,8 +50,6 @@ from ._sqliteread import (
 
 CHECK_TIMEOUT_S = 5.0
 """A check running longer than this is stopped (it errors), as PostgreSQL's ``statement_timeout``."""
-APP_STATEMENT_TIMEOUT_S = 5.0
-"""An application statement (a tool's own SQL) running longer than this is interrupted."""
 
 SNAPSHOT_CACHE_BYTES = 256 * 2**20
 """Most bytes of seeded snapshots a process keeps (the least recently used go first; the newest always stays)."""
@@ -106,29 +104,64 @@ def build_snapshot(spec: DatabaseSpec) -> bytes:
 
 
 class SQLiteDatabase:
-    """One env's in-memory SQLite copy of a :class:`DatabaseSpec`'s tables (see the module docstring)."""
+    """One env's SQLite database of a :class:`DatabaseSpec`'s tables: the process's shared snapshot until its
+    first write, then its own in-memory copy until the next reset (see the module docstring)."""
 
     dialect: Dialect = "sqlite"
 
     def __init__(self, spec: DatabaseSpec) -> None:
         self.tables = tuple(spec.tables)
         self._table_names = frozenset(t.name for t in self.tables)
-        self._snapshot = build_snapshot(spec)
+        self._shared = shared_snapshot(spec)
+        self._snapshot = self._shared.snapshot
+        self._conn: sqlite3.Connection | None = None
+        """The private copy (None: reads go to this thread's reader of the shared snapshot)."""
+        self._in_transaction = False
         self._changes_at_begin: int | None = None
-        self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA foreign_keys = ON")
-        self._conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
+        self._lost: str | None = None
+        """Why the database can no longer be used (closed, or its private copy could not be made)."""
         self._deadline = math.inf
         self._ticker: Ticker = (self._past_deadline, PROGRESS_STEPS)
-        self._conn.set_progress_handler(*self._ticker)
         self.reset()
 
     def _past_deadline(self) -> int:
         return int(time.monotonic() > self._deadline)
 
+    @property
+    def private(self) -> bool:
+        """Whether this database holds its own copy now (it wrote since the last reset, or sharing is off)."""
+        return self._conn is not None
+
+    def _reader(self) -> Reader:
+        if self._lost is not None:
+            raise DatabaseError(f"the SQLite database is gone: {self._lost}")
+        return self._shared.reader()
+
+    def _private(self) -> sqlite3.Connection:
+        """The private copy, made from the snapshot on first use (inside a transaction, one is begun on it)."""
+        if self._conn is not None:
+            return self._conn
+        self._reader()  # a closed or lost database stays so
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
+            conn.set_progress_handler(*self._ticker)
+            conn.deserialize(self._snapshot)
+            if self._in_transaction:
+                conn.execute("BEGIN")
+                self._changes_at_begin = conn.total_changes
+        except (sqlite3.Error, MemoryError) as exc:
+            conn.close()
+            self._lost = f"its own copy of the snapshot could not be made ({exc!r})"
+            raise DatabaseError(f"SQLite could not copy the snapshot: {exc!r}") from exc
+        self._conn = conn
+        return conn
+
     def touched(self) -> dict[str, set[Any]]:
+        conn = self._conn if self._conn is not None else self._reader().conn
         out: dict[str, set[Any]] = {}
-        for table, pk in self._conn.execute(f"SELECT DISTINCT tbl, pk FROM {TOUCHED}"):
+        for table, pk in conn.execute(f"SELECT DISTINCT tbl, pk FROM {TOUCHED}"):
             out.setdefault(table, set()).add(pk)
         return out
 
@@ -139,9 +172,18 @@ class SQLiteDatabase:
         return self._run(sql, params)
 
     def _run(self, sql: str, params: Sequence[Any]) -> list[Row]:
-        self._deadline = time.monotonic() + APP_STATEMENT_TIMEOUT_S
         try:
-            return self._conn.execute(sql, tuple(params)).fetchall()
+            if self._conn is None:
+                try:
+                    return self._reader().run(sql, tuple(params), APP_STATEMENT_TIMEOUT_S)
+                except NeedsPrivate:
+                    pass  # a write: this database's own copy from here on
+            conn = self._private()
+            self._deadline = time.monotonic() + APP_STATEMENT_TIMEOUT_S
+            try:
+                return conn.execute(sql, tuple(params)).fetchall()
+            finally:
+                self._deadline = math.inf
         except sqlite3.IntegrityError as exc:
             raise ApplicationError(f"the application refused the change: {exc}") from exc
         except sqlite3.Error as exc:
@@ -151,25 +193,32 @@ class SQLiteDatabase:
             raise DatabaseError(f"SQLite failed on {(sql.split(None, 1) or ['?'])[0]}: {exc}") from exc
         except (OverflowError, MemoryError, ValueError) as exc:  # a parameter SQLite cannot bind
             raise DatabaseError(f"SQLite could not run {(sql.split(None, 1) or ['?'])[0]}: {exc}") from exc
-        finally:
-            self._deadline = math.inf
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        self._command("BEGIN")
-        self._changes_at_begin = self._conn.total_changes
+        shared = self._conn is None
+        if shared:
+            self._reader()  # a shared database begins on its own copy at its first write
+            self._in_transaction = True
+        else:
+            self._command("BEGIN")
+            self._changes_at_begin = self._private().total_changes
         try:
             yield
         except BaseException:
-            self._changes_at_begin = None
-            self._command("ROLLBACK")
+            self._in_transaction, self._changes_at_begin = False, None
+            if self._conn is not None:
+                self._command("ROLLBACK")
+                if shared and SHARE_SNAPSHOTS:  # rolled back to the snapshot: shared again
+                    self._drop_private()
             raise
-        self._changes_at_begin = None
-        self._command("COMMIT")
+        self._in_transaction, self._changes_at_begin = False, None
+        if self._conn is not None:
+            self._command("COMMIT")
 
     def _command(self, command: str) -> None:
         try:
-            self._conn.execute(command)
+            self._private().execute(command)
         except sqlite3.Error as exc:  # a closed or broken connection: the database failed
             raise DatabaseError(f"SQLite failed on {command}: {exc}") from exc
 
@@ -177,13 +226,22 @@ class SQLiteDatabase:
         validate_check_sql(sql, dialect="sqlite")
         return self._check(sql, params)
 
+    def _reading(self, authorizer: Callable[..., int], timeout_s: float,
+                 limits: ReadLimits | None = None) -> AbstractContextManager[sqlite3.Connection]:
+        """The connection to read from (the private copy, else this thread's reader) under :func:`reading`."""
+        if self._conn is not None:
+            return reading(self._conn, authorizer, timeout_s=timeout_s, limits=limits, restore=self._ticker)
+        reader = self._reader()
+        return reading(reader.conn, authorizer, timeout_s=timeout_s, limits=limits, restore=reader.ticker,
+                       restore_authorizer=authorize_read_only)
+
     def _check(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run a check's text read-only under the check deadline (no parsing: the engine's layers alone)."""
         try:
-            with reading(self._conn, authorize_read_only, timeout_s=CHECK_TIMEOUT_S, restore=self._ticker):
-                rows = self._conn.execute(sql, tuple(params)).fetchall()
+            with self._reading(authorize_read_only, CHECK_TIMEOUT_S) as conn:
+                rows = conn.execute(sql, tuple(params)).fetchall()
         except sqlite3.DatabaseError as exc:
-            if _refused(exc):
+            if refused(exc):
                 raise CheckRefused(f"the check tried to do more than read: {exc}") from exc
             if "interrupt" in str(exc):
                 raise CheckError(f"the check ran longer than {CHECK_TIMEOUT_S:g} s and was stopped; make it "
@@ -207,14 +265,15 @@ class SQLiteDatabase:
 
     def _agent_read(self, sql: str, *, max_rows: int, timeout_s: float) -> tuple[tuple[str, ...], list[Row], bool]:
         """An agent's text under the engine's layers alone (no parsing)."""
-        if self._changes_at_begin is not None and self._conn.total_changes != self._changes_at_begin:
+        if (self._changes_at_begin is not None and self._conn is not None
+                and self._conn.total_changes != self._changes_at_begin):
             raise DatabaseError("a tool ran an agent's query after writing in the same call; agents' queries "
                                 "read committed data (as on PostgreSQL): run them before the tool's writes")
         limits = AGENT_LIMITS
         try:
-            with reading(self._conn, agent_authorizer(self._table_names, (TOUCHED,)), timeout_s=timeout_s,
-                         limits=limits, restore=self._ticker), frozen_date_functions(self._conn):
-                cursor = self._conn.execute(sql)
+            with self._reading(agent_authorizer(self._table_names, (TOUCHED,)), timeout_s, limits) as conn, \
+                    frozen_date_functions(conn):
+                cursor = conn.execute(sql)
                 try:
                     rows = fetch_capped(cursor, max_rows + 1, limits.result_bytes)
                     columns = tuple(d[0] for d in cursor.description or ())
@@ -224,38 +283,32 @@ class SQLiteDatabase:
             raise ApplicationError("the query needed more memory than the machine could give and was stopped; "
                                    "aggregate in the query or select shorter values") from exc
         except sqlite3.Error as exc:
-            raise ApplicationError(_agent_failure(exc, timeout_s)) from exc
+            raise ApplicationError(agent_failure(exc, timeout_s)) from exc
         return columns, rows[:max_rows], len(rows) > max_rows
 
     def reset(self) -> None:
-        try:
-            self._conn.deserialize(self._snapshot)
-        except sqlite3.Error as exc:
-            raise DatabaseError(f"SQLite could not restore the snapshot: {exc}") from exc
+        if self._lost is not None and self._lost.startswith("closed"):
+            raise DatabaseError("SQLite could not restore the snapshot: the database was closed")
+        self._lost = None  # a copy that could not be made is retried at the next write
+        if not SHARE_SNAPSHOTS:
+            if self._conn is None:
+                self._private()
+            else:
+                try:
+                    self._conn.deserialize(self._snapshot)
+                except sqlite3.Error as exc:
+                    raise DatabaseError(f"SQLite could not restore the snapshot: {exc}") from exc
+            return
+        self._drop_private()
+
+    def _drop_private(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
-        self._conn.close()
-
-
-def _refused(exc: sqlite3.Error) -> bool:
-    return "not authorized" in str(exc) or "readonly" in str(exc)
-
-
-def _agent_failure(exc: sqlite3.Error, timeout_s: float) -> str:
-    """What the agent reads when its query failed on SQLite."""
-    text = str(exc)
-    if "interrupt" in text:
-        return (f"the query ran longer than {timeout_s:g}s and was stopped; filter earlier, join on keys, or "
-                "aggregate in the query")
-    if "user-defined function raised exception" in text:
-        return f"the query is refused: {clock_refusal() or text}"
-    if "too big" in text or "too many" in text or "too long" in text or "too large" in text:
-        return (f"the query passed one of SQLite's limits ({text}); values may be at most "
-                f"{AGENT_LIMITS.length // 1000} kB, the query {AGENT_LIMITS.sql_length // 1000} kB and "
-                f"{AGENT_LIMITS.columns} columns")
-    if _refused(exc):
-        return f"the query tried to do more than read: {text}. It may read only the world's tables"
-    return f"the query failed: {text}"
+        self._lost = "closed (close() was called)"
+        self._drop_private()
 
 
 def single_value(rows: Sequence[Sequence[Any]]) -> Any:
