@@ -121,7 +121,7 @@ def test_records_the_summary_and_the_world_page_count_tool_crashes_per_tool(
 
 def test_a_lost_database_is_still_not_scored(crashy: RehearsalEnv, backend: dict[str, Any]) -> None:
     if backend["backend"] == "sqlite":
-        crashy.db._conn.close()  # type: ignore[attr-defined]
+        crashy.db.close()  # what a lost SQLite database is: every later statement fails
     else:
         killer = psycopg.connect(backend["dsn"], autocommit=True)
         pid = crashy.db._conn.info.backend_pid  # type: ignore[attr-defined]

@@ -130,11 +130,15 @@ Ticker = tuple[Callable[[], int], int]
 
 @contextmanager
 def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout_s: float | None,
-            limits: ReadLimits | None = None, restore: Ticker | None = None) -> Iterator[None]:
+            limits: ReadLimits | None = None, restore: Ticker | None = None,
+            restore_authorizer: Callable[..., int] | None = None) -> Iterator[sqlite3.Connection]:
     """Run the block read-only, under ``authorizer``, ``limits`` and a deadline (see the module docstring);
-    ``restore``: the connection's own progress handler, put back afterwards."""
+    ``restore``: the connection's own progress handler, ``restore_authorizer`` its own authorizer (a shared
+    snapshot's reader has one), put back afterwards. Yields ``conn``."""
     saved: dict[int, int] = {}
     cache: int | None = None
+    if restore_authorizer is not None:
+        conn.set_authorizer(None)  # the connection's own authorizer would refuse the PRAGMAs below
     if limits is not None:
         cache = conn.execute("PRAGMA cache_size").fetchone()[0]
         conn.execute(f"PRAGMA cache_size = {-max(1, limits.cache_bytes >> 10)}")
@@ -146,7 +150,7 @@ def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout
         deadline = time.monotonic() + timeout_s
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
     try:
-        yield
+        yield conn
     finally:
         conn.set_progress_handler(*(restore or (None, 0)))
         for limit_id, old in saved.items():
@@ -155,6 +159,8 @@ def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout
         conn.execute("PRAGMA query_only = OFF")
         if cache is not None:
             conn.execute(f"PRAGMA cache_size = {int(cache)}")
+        if restore_authorizer is not None:
+            conn.set_authorizer(restore_authorizer)  # last: it expires every statement prepared without it
 
 
 def fetch_capped(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[Row]:
@@ -171,6 +177,29 @@ def fetch_capped(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[
                                    "rows; select fewer or shorter columns, or aggregate in the query")
         rows.append(tuple(row))
     return rows
+
+
+# -- failures ---------------------------------------------------------------------------------------------
+def refused(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused the statement because it would do more than read."""
+    return "not authorized" in str(exc) or "readonly" in str(exc)
+
+
+def agent_failure(exc: sqlite3.Error, timeout_s: float) -> str:
+    """What the agent reads when its query failed on SQLite."""
+    text = str(exc)
+    if "interrupt" in text:
+        return (f"the query ran longer than {timeout_s:g}s and was stopped; filter earlier, join on keys, or "
+                "aggregate in the query")
+    if "user-defined function raised exception" in text:
+        return f"the query is refused: {clock_refusal() or text}"
+    if "too big" in text or "too many" in text or "too long" in text or "too large" in text:
+        return (f"the query passed one of SQLite's limits ({text}); values may be at most "
+                f"{AGENT_LIMITS.length // 1000} kB, the query {AGENT_LIMITS.sql_length // 1000} kB and "
+                f"{AGENT_LIMITS.columns} columns")
+    if refused(exc):
+        return f"the query tried to do more than read: {text}. It may read only the world's tables"
+    return f"the query failed: {text}"
 
 
 # -- the frozen clock ------------------------------------------------------------------------------------

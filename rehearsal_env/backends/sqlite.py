@@ -1,9 +1,14 @@
-"""The embedded default: SQLite in memory, reset by deserializing a snapshot.
+"""The embedded default: SQLite in memory, one shared snapshot per world until a session writes.
 
-The database is created and seeded once per process into an in-memory database,
-serialized to bytes, and every env deserializes those bytes into its own
-connection. ``reset()`` deserializes again (about 0.1-0.3 ms for 1.5 MB): the
-exact snapshot is back even though every tool call committed.
+The database is created and seeded once per process into an in-memory database and
+serialized to bytes; the same snapshot is also held once in a process-wide
+in-memory database (:mod:`._sqliteshare`). A new env's database reads that shared
+snapshot (each thread through its own read-only connection) until its first write:
+the statement the shared snapshot refuses, before it runs, is run on the env's own
+copy, deserialized from the bytes then (about 0.1-0.3 ms for 1.5 MB), in the same
+transaction. ``reset()`` drops the copy: the env reads the shared snapshot again. So
+sessions that only read cost no copy of the world; a session costs one from its
+first write to its next reset (:data:`SHARE_SNAPSHOTS` turns sharing off).
 
 Checks and agents' queries run read-only within bounds (:mod:`._sqliteread`):
 ``PRAGMA query_only``, an authorizer that denies every action but reading (for an
@@ -27,8 +32,8 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
@@ -39,14 +44,17 @@ from ._spec import DatabaseSpec
 from ._sqliteread import (
     AGENT_LIMITS,
     PROGRESS_STEPS,
+    ReadLimits,
     Ticker,
     agent_authorizer,
+    agent_failure,
     authorize_read_only,
-    clock_refusal,
     fetch_capped,
     frozen_date_functions,
     reading,
+    refused,
 )
+from ._sqliteshare import NeedsPrivate, Reader, SharedSnapshot
 
 CHECK_TIMEOUT_S = 5.0
 """A check running longer than this is stopped (it errors), as PostgreSQL's ``statement_timeout``."""
@@ -54,7 +62,12 @@ CHECK_TIMEOUT_S = 5.0
 SNAPSHOT_CACHE_BYTES = 256 * 2**20
 """Most bytes of seeded snapshots a process keeps (the least recently used go first; the newest always stays)."""
 _SNAPSHOTS: OrderedDict[tuple[str, str, int], bytes] = OrderedDict()
+_SHARED: dict[tuple[str, str, int], SharedSnapshot] = {}
 _LOCK = threading.Lock()
+
+SHARE_SNAPSHOTS = True
+"""Whether databases read the process's shared snapshot until their first write (False: each holds its own
+copy from the start, as before; for comparisons such as ``benchmarks/sessions_memory.py``)."""
 
 
 TOUCHED = "_rehearsal_touched"
@@ -101,6 +114,19 @@ def build_snapshot(spec: DatabaseSpec) -> bytes:
             while len(_SNAPSHOTS) > 1 and sum(map(len, _SNAPSHOTS.values())) > SNAPSHOT_CACHE_BYTES:
                 _SNAPSHOTS.popitem(last=False)
         return _SNAPSHOTS[key]
+
+
+def shared_snapshot(spec: DatabaseSpec) -> SharedSnapshot:
+    """The process's shared snapshot of ``spec`` (made once per cached snapshot; see :func:`build_snapshot`)."""
+    key = (spec.name, spec.seed_fingerprint, hash(spec.tables))
+    snapshot = build_snapshot(spec)
+    with _LOCK:
+        shared = _SHARED.get(key)
+        if shared is None or shared.snapshot is not snapshot:
+            shared = _SHARED[key] = SharedSnapshot(snapshot)
+        for gone in [k for k in _SHARED if k not in _SNAPSHOTS and k != key]:  # databases keep theirs alive
+            del _SHARED[gone]
+        return shared
 
 
 class SQLiteDatabase:
@@ -197,6 +223,8 @@ class SQLiteDatabase:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         shared = self._conn is None
+        if self._in_transaction:
+            raise DatabaseError("SQLite failed on BEGIN: cannot start a transaction within a transaction")
         if shared:
             self._reader()  # a shared database begins on its own copy at its first write
             self._in_transaction = True
