@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+import rehearsal_env.backends._sqlitesnapshot as snapshots
 import rehearsal_env.backends.sqlite as sqlite_backend
 from rehearsal_env import load_world
 from rehearsal_env.backends import ApplicationError, DatabaseError, changes, digest, open_database
@@ -48,14 +49,14 @@ def test_envs_have_private_databases() -> None:
 
 
 def test_the_snapshot_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_backend, "SNAPSHOT_CACHE_BYTES", 1)  # every snapshot is over it: one is kept
-    monkeypatch.setattr(sqlite_backend, "_SNAPSHOTS", type(sqlite_backend._SNAPSHOTS)())  # not what others cached
+    monkeypatch.setattr(snapshots, "SNAPSHOT_CACHE_BYTES", 1)  # every snapshot is over it: one is kept
+    monkeypatch.setattr(snapshots, "_SNAPSHOTS", type(snapshots._SNAPSHOTS)())  # not what others cached
     shop, analytics = load_world("shop"), load_world("analytics")
-    first = sqlite_backend.build_snapshot(shop)
-    sqlite_backend.build_snapshot(analytics)
-    assert list(k[0] for k in sqlite_backend._SNAPSHOTS) == ["analytics"]  # the older one went
-    assert sqlite_backend.build_snapshot(shop) == first  # rebuilt, the same bytes
-    assert list(k[0] for k in sqlite_backend._SNAPSHOTS) == ["shop"]
+    first = snapshots.build_snapshot(shop)
+    snapshots.build_snapshot(analytics)
+    assert list(k[0] for k in snapshots._SNAPSHOTS) == ["analytics"]  # the older one went
+    assert snapshots.build_snapshot(shop) == first  # rebuilt, the same bytes
+    assert list(k[0] for k in snapshots._SNAPSHOTS) == ["shop"]
 
 
 # -- sharing the snapshot until the first write (issue 24 §4) ----------------------------------------------------
@@ -66,7 +67,7 @@ def _rss_mb() -> float:
 
 def test_databases_that_only_read_share_one_snapshot_until_their_first_write() -> None:
     world = load_world("shop")
-    size_mb = len(sqlite_backend.build_snapshot(world)) / 2**20
+    size_mb = len(snapshots.build_snapshot(world)) / 2**20
     opened = _rss_mb()
     dbs = [open_database(world) for _ in range(200)]
     for db in dbs:  # every kind of read: the application's, a check, an agent's query, the touched log

@@ -28,18 +28,15 @@ connection, which the env records as the tool's crash (the episode goes on).
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
-from ..schema import Table
 from ._database import APP_STATEMENT_TIMEOUT_S, ApplicationError, DatabaseError, Dialect, Row
-from ._dialect import create_table
 from ._spec import DatabaseSpec
 from ._sqliteread import (
     AGENT_LIMITS,
@@ -54,79 +51,16 @@ from ._sqliteread import (
     reading,
     refused,
 )
-from ._sqliteshare import NeedsPrivate, Reader, SharedSnapshot
+from ._sqliteshare import NeedsPrivate, Reader
+from ._sqlitesnapshot import TOUCHED, shared_snapshot
 
 CHECK_TIMEOUT_S = 5.0
 """A check running longer than this is stopped (it errors), as PostgreSQL's ``statement_timeout``."""
 
-SNAPSHOT_CACHE_BYTES = 256 * 2**20
-"""Most bytes of seeded snapshots a process keeps (the least recently used go first; the newest always stays)."""
-_SNAPSHOTS: OrderedDict[tuple[str, str, int], bytes] = OrderedDict()
-_SHARED: dict[tuple[str, str, int], SharedSnapshot] = {}
-_LOCK = threading.Lock()
-
-SHARE_SNAPSHOTS = True
-"""Whether databases read the process's shared snapshot until their first write (False: each holds its own
-copy from the start, as before; for comparisons such as ``benchmarks/sessions_memory.py``)."""
-
-
-TOUCHED = "_rehearsal_touched"
-"""The log of keys written since the snapshot; part of the snapshot, so a reset empties it."""
-
-
-def _log_touched_keys(conn: sqlite3.Connection, tables: Sequence[Table]) -> None:
-    """Triggers that log every written primary key into :data:`TOUCHED` (old and new keys)."""
-    conn.execute(f"CREATE TABLE {TOUCHED} (tbl TEXT NOT NULL, pk INTEGER NOT NULL)")
-    for table in tables:
-        pk = table.primary_key
-        for event, keys in (("INSERT", ("new",)), ("UPDATE", ("old", "new")), ("DELETE", ("old",))):
-            values = ", ".join(f"('{table.name}', {k}.{pk})" for k in keys)
-            conn.execute(f"CREATE TRIGGER _rehearsal_log_{event.lower()}_{table.name} AFTER {event} "
-                         f"ON {table.name} BEGIN INSERT INTO {TOUCHED} VALUES {values}; END")
-
-
-def build_snapshot(spec: DatabaseSpec) -> bytes:
-    """Create and seed ``spec``'s tables in memory and return the serialized database (cached)."""
-    key = (spec.name, spec.seed_fingerprint, hash(spec.tables))
-    with _LOCK:
-        if key in _SNAPSHOTS:
-            _SNAPSHOTS.move_to_end(key)
-        else:
-            conn = sqlite3.connect(":memory:", isolation_level=None)
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("BEGIN")
-            for table in spec.tables:
-                for statement in create_table(table, "sqlite"):
-                    conn.execute(statement)
-            rows = spec.seed_rows()
-            for table in spec.tables:
-                data = rows.get(table.name, [])
-                if data:
-                    marks = ", ".join("?" * len(table.columns))
-                    conn.executemany(
-                        f"INSERT INTO {table.name} ({', '.join(table.column_names)}) VALUES ({marks})",
-                        data,
-                    )
-            _log_touched_keys(conn, spec.tables)
-            conn.execute("COMMIT")
-            _SNAPSHOTS[key] = conn.serialize()
-            conn.close()
-            while len(_SNAPSHOTS) > 1 and sum(map(len, _SNAPSHOTS.values())) > SNAPSHOT_CACHE_BYTES:
-                _SNAPSHOTS.popitem(last=False)
-        return _SNAPSHOTS[key]
-
-
-def shared_snapshot(spec: DatabaseSpec) -> SharedSnapshot:
-    """The process's shared snapshot of ``spec`` (made once per cached snapshot; see :func:`build_snapshot`)."""
-    key = (spec.name, spec.seed_fingerprint, hash(spec.tables))
-    snapshot = build_snapshot(spec)
-    with _LOCK:
-        shared = _SHARED.get(key)
-        if shared is None or shared.snapshot is not snapshot:
-            shared = _SHARED[key] = SharedSnapshot(snapshot)
-        for gone in [k for k in _SHARED if k not in _SNAPSHOTS and k != key]:  # databases keep theirs alive
-            del _SHARED[gone]
-        return shared
+SHARE_SNAPSHOTS = os.environ.get("REHEARSAL_SQLITE_SHARE_SNAPSHOTS", "1") != "0"
+"""Whether databases read the process's shared snapshot until their first write (False, or the environment
+variable ``REHEARSAL_SQLITE_SHARE_SNAPSHOTS=0`` when the module is imported: each holds its own copy from the
+start, as before; for comparisons such as ``benchmarks/sessions_memory.py``)."""
 
 
 class SQLiteDatabase:
