@@ -32,8 +32,9 @@ def owner() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-@functools.lru_cache(maxsize=1)
-def _client_for(pid: int) -> Any:
+@functools.lru_cache(maxsize=4)
+def _client_for(pid: int, host: str | None) -> Any:
+    """The client of process ``pid`` for the daemon at ``host`` (DOCKER_HOST; None: the default socket)."""
     try:
         import docker
     except ImportError as exc:
@@ -47,8 +48,9 @@ def _client_for(pid: int) -> Any:
 
 
 def docker_client() -> Any:
-    """The process's Docker client (one per process; a forked worker makes its own)."""
-    return _client_for(os.getpid())
+    """The process's Docker client for the daemon DOCKER_HOST names now (one per process and daemon; a forked
+    worker makes its own)."""
+    return _client_for(os.getpid(), os.environ.get("DOCKER_HOST"))
 
 
 def docker_available() -> str | None:
