@@ -22,6 +22,7 @@ from rehearsal_env.measure import (
     DIFFERENCE,
     SEQUENTIAL_FILE,
     WITHIN_FLOOR,
+    RunError,
     compare,
     compare_sequentially,
     format_comparison,
@@ -165,6 +166,10 @@ def test_compare_stops_early_when_the_difference_is_large(tmp_path: Path) -> Non
     assert comparison.sequential.look.low == pytest.approx(result.final.low)
     text = format_comparison(comparison)
     assert "anytime-valid 95% interval of A - B" in text and "beside the fixed-sample" in text
+    # the seal covers the marker: a run cannot drop (or edit) that its stopping was sequential
+    (tmp_path / "A" / SEQUENTIAL_FILE).unlink()
+    with pytest.raises(RunError, match="sequential.json: is missing after the run was sealed"):
+        load_run(tmp_path / "A")
 
 
 def test_compare_runs_to_the_budget_or_the_floor_when_there_is_no_difference(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ JSON document, ``RUN_DIR/seal.json``'s ``payload``:
 - the run id, the world and the world version (from ``provenance.json``) and the episode count;
 - the manifest of ``episodes.parquet/`` (SHA-256, bytes and rows of every part);
 - the SHA-256 of the run's plan and stamps: ``run.json`` (or ``serve.json`` for a served run),
-  ``provenance.json`` and ``summary.json``, or null for each one the run did not have.
+  ``provenance.json``, ``summary.json`` and ``sequential.json`` (the marker of a run that
+  ``rehearsal compare`` stopped sequentially), or null for each one the run did not have.
 
 :func:`verify_seal` refuses a run that has no seal, a seal whose signature does not match its
 payload, a seal made with a key the reader does not trust, and a run whose manifest or stamped
@@ -39,7 +40,7 @@ from ._signing import PublicKey, SigningKeyError, public_text, signing_key_for_r
 SEAL_FILE = "seal.json"
 """The seal's file name in a run directory."""
 SEAL_FORMAT = "rehearsal-seal/1"
-SEALED_FILES = ("run.json", "serve.json", "provenance.json", "summary.json")
+SEALED_FILES = ("run.json", "serve.json", "provenance.json", "summary.json", "sequential.json")
 """The run directory's files a seal covers besides the records (null in the seal when absent)."""
 RESEAL = ("rerun the evaluation (or `rehearsal run --resume RUN_DIR`, which seals what it finishes) "
           "with a key the reader trusts")
