@@ -22,9 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: a free one, printed)")
     p.add_argument("--workers", type=int, default=1,
-                   help="server processes (default: 1). Sessions live in the process that started them: "
-                        "a client must send every request of an episode to the same process (keep one "
-                        "connection open, or route on the episode id)")
+                   help="server processes (default: 1). An episode lives in the process that started it; a "
+                        "request for it that reaches another process is forwarded there, so one address serves "
+                        "every episode")
+    p.add_argument("--instance", metavar="NAME",
+                   help="this server's name among several behind one reverse proxy: the prefix of its episode ids "
+                        "(ep_NAME.), which the proxy routes on (see docs/serve-scale.md)")
     p.add_argument("--world", action="append", default=[], help="serve only this world (repeatable; default: all)")
     p.add_argument("--backend", choices=BACKENDS, default="sqlite", help="database backend (default: sqlite)")
     p.add_argument("--dsn", help="PostgreSQL server to use (default: $REHEARSAL_POSTGRES_DSN, else a private one)")
@@ -69,10 +72,11 @@ def handle(args: argparse.Namespace) -> int:
                          max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, out=args.out,
                          keys=args.keys, stress=not args.no_stress, threads=args.threads,
                          max_sessions_per_key=args.max_sessions_per_key, threads_per_key=args.threads_per_key,
-                         max_body_bytes=args.max_body_bytes)
+                         max_body_bytes=args.max_body_bytes, instance=args.instance)
 
     def listening(url: str) -> None:
-        print(f"rehearsal serve: listening on {url} ({args.workers} process(es), backend {args.backend}, "
+        named = f"instance {args.instance}, " if args.instance else ""
+        print(f"rehearsal serve: listening on {url} ({named}{args.workers} process(es), backend {args.backend}, "
               f"{args.max_sessions} sessions per process, idle timeout {args.idle_timeout:g} s); recording "
               f"episodes under {Path(args.out).resolve()}/<world>-<profile>/; API docs at {url}/docs", flush=True)
         if args.keys is None:

@@ -14,6 +14,7 @@ import gc
 import os
 from collections.abc import AsyncIterator, Sequence
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
@@ -24,8 +25,10 @@ from ..worlds import World
 from . import _episodes, _forks, _health, _worlds, _ws
 from ._config import CONFIG_ENV, ServeConfig
 from ._health import PUBLIC
-from ._limits import BodyLimit, json_response, validation_failed
+from ._limits import KEEP_ALIVE_S, BodyLimit, json_response, validation_failed, ws_max_size
 from ._models import ApiError
+from ._peers import PrivateListener
+from ._route import FORWARD_TIMEOUT, Forwarder
 from ._session import AtCapacity, SessionError
 from ._state import ServerState
 
@@ -38,8 +41,29 @@ async def _housekeeping(state: ServerState) -> None:
     while True:
         await asyncio.sleep(every)
         await state.off_loop(HOUSEKEEPING, state.table.reap)
-        if state.recorder is not None:
-            await state.off_loop(HOUSEKEEPING, state.recorder.flush)
+        await state.off_loop(HOUSEKEEPING, state.flush)
+        if state.peers is not None:
+            await state.off_loop(HOUSEKEEPING, state.sweep)
+
+
+@contextlib.asynccontextmanager
+async def _private(app: FastAPI, state: ServerState) -> AsyncIterator[None]:
+    """A worker of several: its own address on 127.0.0.1, registered with the others (see ``_peers``), and the
+    client that forwards their episodes' requests to them."""
+    if state.peers is None:
+        yield
+        return
+    listener = PrivateListener(app, ws_max_size=ws_max_size(state.config.max_body_bytes),
+                               timeout_keep_alive=KEEP_ALIVE_S)
+    state.private_port = listener.port
+    state.http = httpx.AsyncClient(timeout=FORWARD_TIMEOUT, limits=httpx.Limits(max_connections=256))
+    state.peers.register(await listener.start())
+    await state.off_loop(HOUSEKEEPING, state.sweep)  # workers of an earlier server on this folder that died
+    try:
+        yield
+    finally:
+        await listener.stop()
+        await state.http.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -54,14 +78,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # every garbage collection (with a thousand sessions a full collection otherwise walks them all)
     task = asyncio.create_task(_housekeeping(state))
     try:
-        yield
+        async with _private(app, state):
+            yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await state.off_loop(HOUSEKEEPING, state.table.close)
-        if state.recorder is not None:
-            await state.off_loop(HOUSEKEEPING, state.recorder.flush)
+        await state.off_loop(HOUSEKEEPING, state.flush)
+        if state.peers is not None:
+            state.peers.stopped()
         if state.limiter is not None:
             state.limiter.close()
 
@@ -85,6 +111,7 @@ def create_app(config: ServeConfig | None = None, *, worlds: Sequence[World] = (
                    422: {"model": ApiError}})
     app.state.serve = state = ServerState.build(config, worlds)
     app.state.table, app.state.recorder, app.state.config = state.table, state.recorder, config
+    app.add_middleware(Forwarder)  # inside the body bound: a forwarded body is bounded as one served here
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     app.add_exception_handler(SessionError, _session_error)
     app.add_exception_handler(RequestValidationError, validation_failed)

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..env import MAX_ACTION
+from ._ids import check_instance
 
 MAX_BODY_BYTES = 2 * MAX_ACTION + (1 << 16)
 """The default bound on a request body: the longest action the action space allows, every character of it
@@ -46,6 +47,12 @@ class ServeConfig:
     """Worker threads one key's requests may hold at once (None: a quarter of ``threads``, at least 1)."""
     max_body_bytes: int = MAX_BODY_BYTES
     """Largest request body; a longer one is refused with 413 before it is read further."""
+    instance: str | None = None
+    """This server's name among several behind one reverse proxy (``--instance``): the prefix of its episode
+    ids, which the proxy routes on (None: none)."""
+    peers: str | None = None
+    """The folder where the processes of one ``--workers N`` server find each other (``run_server`` sets it;
+    None: the process serves alone)."""
 
     def __post_init__(self) -> None:
         checks = (("max_sessions", self.max_sessions, 1), ("threads", self.threads, 1),
@@ -57,6 +64,8 @@ class ServeConfig:
                 raise ValueError(f"expected {name} >= {least}, got {value}")
         if not self.idle_timeout > 0:
             raise ValueError(f"expected idle_timeout > 0 seconds, got {self.idle_timeout}")
+        if self.instance is not None:
+            check_instance(self.instance)
 
     @property
     def key_sessions(self) -> int:

@@ -37,6 +37,7 @@ async def health(state: State,
         body.update(cached if cached is not None else await state.off_loop(PUBLIC, state.blob, name, profile))
     body["server"] = {
         "version": __version__, "api": "v1", "pid": os.getpid(), "backend": config.backend,
+        "instance": state.identity.instance, "worker": state.identity.worker,
         "stress": config.stress, "auth": "keys" if state.keys is not None else "loopback-only",
         "worlds": sorted(state.worlds), "profiles": profile_names(), "scopes": [s.value for s in Scope],
         "sessions": {"live": table.live, "max": config.max_sessions, "per_key": table.per_key,

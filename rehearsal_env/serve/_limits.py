@@ -15,6 +15,14 @@ MAX_URL = 4096
 """Longest path plus query string."""
 MAX_OTHER_BODY = 1 << 16
 """Largest body of any request but a step (starting an episode carries names and numbers only)."""
+KEEP_ALIVE_S = 75
+"""How long an idle connection stays open: an agent thinks between steps (uvicorn's own default is 5 s)."""
+
+
+def ws_max_size(max_body_bytes: int) -> int:
+    """The largest WebSocket message uvicorn reads (a longer one closes the connection, 1009): room for a
+    frame just over ``--max-body-bytes``, which the session answers with 413 and goes on."""
+    return 2 * max_body_bytes + 1024
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

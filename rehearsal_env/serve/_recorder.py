@@ -142,6 +142,15 @@ class Recorder:
         return part
 
     @staticmethod
+    def recorded(path: Path) -> set[str]:
+        """The episode ids of the records written in run directory ``path``."""
+        try:
+            files = part_files(path)
+        except FileNotFoundError:
+            return set()
+        return {i for f in files for i in pq.read_table(f, columns=["episode_id"]).column(0).to_pylist() if i}
+
+    @staticmethod
     def _counters(path: Path) -> dict[str, int]:
         """The next repeat per agent, version and scenario (rebuilt from the records when the file is gone)."""
         file = path / _REPEATS

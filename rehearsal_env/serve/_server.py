@@ -1,8 +1,8 @@
 """Running the app under uvicorn: in this process, as ``--workers N`` processes, or in a thread (tests).
 
-With several workers every process holds its own sessions: a client must send every request
-of an episode to the process that started it (one connection kept alive does; a proxy can
-route on the episode id). The socket is bound before serving, so port 0 works and the real
+With several workers every process holds its own sessions, and any of them answers for any
+episode: a request for another worker's episode is forwarded to it (``_route``, ``_peers``).
+The socket is bound before serving, so port 0 works and the real
 port is known (and printed) at once. It is made with ``IPPROTO_TCP`` so that asyncio sets
 ``TCP_NODELAY`` on every connection (uvicorn's own ``bind_socket`` leaves the protocol 0, and
 then a response's headers and body wait out the client's 40 ms delayed ACK).
@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -22,6 +25,7 @@ from uvicorn.supervisors import Multiprocess
 
 from ._app import create_app
 from ._config import CONFIG_ENV, ServeConfig
+from ._limits import KEEP_ALIVE_S, ws_max_size
 
 
 class ServerThread:
@@ -88,21 +92,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def ws_max_size(max_body_bytes: int) -> int:
-    """The largest WebSocket message uvicorn reads (a longer one closes the connection, 1009): room for a
-    frame just over ``--max-body-bytes``, which the session answers with 413 and goes on."""
-    return 2 * max_body_bytes + 1024
-
-
-KEEP_ALIVE_S = 75
-"""How long an idle connection stays open: an agent thinks between steps (uvicorn's own default is 5 s)."""
-
-
 def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                log_level: str = "warning", keep_alive: float = KEEP_ALIVE_S, on_listen: Any = None) -> None:
     """Serve ``config`` until interrupted; ``on_listen(url)`` is called once the socket is bound."""
     if workers < 1:
         raise ValueError(f"expected --workers >= 1, got {workers}")
+    if workers > 1 and config.peers is None:  # the workers find each other here (see _peers)
+        folder = Path(config.out) / ".workers" if config.out else Path(tempfile.mkdtemp(prefix="rehearsal-workers-"))
+        config = replace(config, peers=str(folder.resolve()))
     os.environ[CONFIG_ENV] = config.to_json()
     if workers == 1:
         uv = uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level,

@@ -30,6 +30,7 @@ from ..scenarios import Scenario
 from ..verdict import NotScoredCause
 from ..worlds import World
 from ._keys import Scope
+from ._peers import Peers
 from ._places import Places
 from ._pool import DatabasePool
 from ._recorder import Recorder
@@ -68,6 +69,8 @@ class SessionTable:
         self._lock = threading.Lock()
         self.started = 0
         self.reaped = 0
+        self.new_id: Callable[[], str] = lambda: f"ep_{secrets.token_hex(16)}"  # ids naming their owner: _ids
+        self.journal: Peers | None = None  # what a --workers N worker journals of its open episodes
 
     @property
     def live(self) -> int:
@@ -166,9 +169,12 @@ class SessionTable:
                 self.pool.release(world, db)
                 raise
             run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
-            session = Session(id=f"ep_{secrets.token_hex(16)}", owner=who.key_id, world=world, scenario=scenario,
+            session = Session(id=self.new_id(), owner=who.key_id, world=world, scenario=scenario,
                               seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
                               db=db, run_dir=run_dir, last_step=time.monotonic(), opening=opening, steps=steps)
+            env.episode.id = session.id  # its record carries the id the client knows
+            if self.journal is not None:
+                self.journal.opened(session)
             with self._lock:
                 self._live[session.id] = session
                 self.started += 1
@@ -189,9 +195,7 @@ class SessionTable:
         with self._lock:
             session = self._live.get(episode_id) or self._ended.get(episode_id)
         if session is None:
-            raise NotFound(f"no episode {episode_id[:80]!r} on this server process; start one with POST "
-                           f"/v1/episodes (with --workers N, send every request of an episode to the process "
-                           f"that started it)")
+            raise NotFound(f"no episode {episode_id[:80]!r} on this server; start one with POST /v1/episodes")
         if session.owner != who.key_id and (play or who.scope is not Scope.BUILD_AND_EVALUATE):
             raise Forbidden(f"episode {episode_id!r} belongs to another key; "
                             + ("only its owner may play or end it" if play else
@@ -272,6 +276,8 @@ class SessionTable:
         if self.recorder is not None and session.run_dir is not None:
             self.recorder.add_played(session.run_dir, env.episode, agent=session.agent,
                                      agent_version=session.agent_version, seed=session.seed, key_id=session.owner)
+        if self.journal is not None:
+            self.journal.ended(session)
         self._free(session)
 
     def _not_played(self, who: Principal, world: World, scenario: Scenario, seed: int, profile: str | None,

@@ -4,18 +4,22 @@ keys, the session table, the recorder, the fair worker-thread limiter and what i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+import httpx
 from gymnasium import spaces as gym_spaces
 
 from ..env import CHARSET, MAX_ACTION, MAX_OBSERVATION
 from ..provenance import provenance_of
 from ..scenarios import Scenario
+from ..verdict import NotScoredCause
 from ..worlds import World, load_world, world_names
 from ._config import ServeConfig
 from ._fair import FairLimiter
+from ._ids import Identity
 from ._keys import KeyStore
+from ._peers import Peers
 from ._recorder import Recorder
 from ._session import NotFound
 from ._sessions import SessionTable
@@ -48,6 +52,14 @@ class ServerState:
     recorder: Recorder | None
     limiter: FairLimiter | None = None
     """Made in the lifespan (it belongs to the event loop that serves)."""
+    identity: Identity = field(default_factory=Identity)
+    """This process's instance name and worker tag (the prefix of the episode ids it issues)."""
+    peers: Peers | None = None
+    """The other workers of a ``--workers N`` server (None: this process serves alone)."""
+    private_port: int | None = None
+    """This worker's own port on 127.0.0.1 (forwarded requests come in there; set in the lifespan)."""
+    http: httpx.AsyncClient | None = None
+    """The client that forwards requests to the other workers (made in the lifespan)."""
     provenance: dict[tuple[str, str | None], dict[str, Any]] = field(default_factory=dict)
     tools: dict[tuple[str, str, bool], list[dict[str, Any]]] = field(default_factory=dict)
     spaces: dict[str, Any] = field(default_factory=lambda: {
@@ -70,12 +82,45 @@ class ServerState:
         table = SessionTable(backend=config.backend, backend_options=config.backend_options, stress=config.stress,
                              max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, recorder=recorder,
                              per_key=per_key)
-        return cls(config, served, keys, table, recorder)
+        identity = Identity.of(config.instance, config.peers is not None)
+        peers = Peers(config.peers, identity.worker or "") if config.peers is not None else None
+        table.new_id, table.journal = identity.new_id, peers
+        return cls(config, served, keys, table, recorder, identity=identity, peers=peers)
 
     def start(self) -> None:
         """Make the worker-thread limiter (in the serving event loop)."""
         per_key = self.config.key_threads if self.keys is not None else self.config.threads
         self.limiter = FairLimiter(self.config.threads, per_key)
+
+    def flush(self) -> None:
+        """Write the buffered records, then drop the journal entries of the episodes they hold."""
+        ended = self.peers.take_ended() if self.peers is not None else []
+        if self.recorder is not None:
+            self.recorder.flush()
+        if self.peers is not None:
+            self.peers.forget(ended)
+
+    def sweep(self) -> int:
+        """Record the open episodes of workers that died (see :class:`Peers`); how many workers were found dead."""
+        died = self.peers.sweep(self.record_lost) if self.peers is not None else 0
+        if died and self.recorder is not None:
+            self.recorder.flush()
+        return died
+
+    def record_lost(self, item: dict[str, Any], reason: str) -> str | None:
+        """Record an episode of a dead worker's journal ``not_scored`` (cause ``worker``) unless its record was
+        written; the run directory it went to (None: it was recorded before, or nothing is recorded)."""
+        world = self.worlds.get(str(item.get("world")))
+        if self.recorder is None or world is None:
+            return None
+        run_dir = self.recorder.run_dir(world.name, provenance_of(world, item.get("profile")))
+        if item["episode_id"] in self.recorder.recorded(run_dir.path):
+            return None
+        stamp = self.recorder.stamp(run_dir, str(item["agent"]), str(item["agent_version"]))
+        record = stamp.not_played(world.scenario(str(item["scenario"])), repeat=0, seed=int(item["seed"]),
+                                  reason=reason, cause=NotScoredCause.WORKER)
+        self.recorder.add(run_dir, replace(record, key_id=str(item["key_id"]), episode_id=str(item["episode_id"])))
+        return str(run_dir.path)
 
     async def off_loop(self, key: str, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in a worker thread, within ``key``'s share of them."""

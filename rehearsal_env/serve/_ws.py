@@ -36,6 +36,8 @@ from ._deps import identify
 from ._episodes import episode_state, load_body, open_episode, step_of, take_step
 from ._limits import too_large, validation_errors
 from ._models import CreateEpisode
+from ._relay import Relay
+from ._route import Refusal, route
 from ._session import AtCapacity, NotFound, Principal, Session, SessionError
 from ._state import ServerState
 
@@ -52,11 +54,15 @@ def _token(websocket: WebSocket) -> str | None:
 
 
 class _Connection:
-    """One WebSocket connection: who it is, and the episode its steps go to."""
+    """One WebSocket connection: who it is, and the episode its steps go to (here, or through a relay to the
+    worker holding it)."""
 
-    def __init__(self, state: ServerState, who: Principal) -> None:
+    def __init__(self, state: ServerState, who: Principal, websocket: WebSocket) -> None:
         self.state, self.who = state, who
         self.session: Session | None = None
+        self.relay: Relay | None = None
+        self.authorization = websocket.headers.get("authorization")
+        self.private = websocket.scope.get("server", (None, None))[1] == state.private_port
 
     def _current(self) -> Session:
         if self.session is None:
@@ -87,6 +93,14 @@ class _Connection:
             episode_id = data.get("episode_id")
             if not isinstance(episode_id, str):
                 raise HTTPException(422, 'expected {"op": "attach", "episode_id": TEXT}')
+            where = route(state, episode_id, self.private)
+            if isinstance(where, Refusal):
+                return where.status, where.body
+            if isinstance(where, str):  # another worker holds it: relay this connection's frames there
+                self.relay, answer = await Relay.open(state, where, episode_id, self.authorization, raw)
+                self.session = None
+                relayed = json.loads(answer)
+                return relayed["code"], relayed["body"]
             self.session = table.get(who, episode_id, play=True)
             return 200, episode_state(self.session, who)
         if op == "end":
@@ -123,7 +137,15 @@ async def session(websocket: WebSocket) -> None:
         await _send(websocket, code, body)
         await websocket.close(POLICY_VIOLATION)
         return
-    connection = _Connection(state, who)
+    connection = _Connection(state, who, websocket)
+    try:
+        await _serve(websocket, connection)
+    finally:
+        if connection.relay is not None:
+            await connection.relay.close()
+
+
+async def _serve(websocket: WebSocket, connection: _Connection) -> None:
     with contextlib.suppress(WebSocketDisconnect):
         while True:
             message = await websocket.receive()
@@ -131,6 +153,12 @@ async def session(websocket: WebSocket) -> None:
                 return
             raw = message.get("text")
             raw = raw if raw is not None else message.get("bytes") or b""
+            if connection.relay is not None:  # the episode's worker answers every frame
+                answer = await connection.relay.exchange(raw)
+                if connection.relay.broken:
+                    connection.relay = None
+                await websocket.send_text(answer)
+                continue
             try:
                 code, body = await connection.answer(raw)
             except (SessionError, RequestValidationError, HTTPException) as exc:

@@ -1,0 +1,195 @@
+"""`rehearsal serve --workers 2` (the real CLI, uvicorn's worker processes, 127.0.0.1 port 0): one address
+reaches every episode, whichever process a request lands on (issue 24, section 3).
+
+Clients here open a new connection for every request, so requests land on both workers; a request for
+the other worker's episode is forwarded to it (the answer says by whom, ``x-rehearsal-forwarded-by``),
+a WebSocket ``attach`` is relayed. A worker killed mid-episode: its open episodes are recorded
+``not_scored`` with cause ``worker``, and a request for one of them answers 410 saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import rehearsal_env
+from rehearsal_env.agents import make_agent
+from rehearsal_env.client import ApiError, Client, WebSocketSession
+from rehearsal_env.readiness import assess
+from rehearsal_env.records import read_records
+
+SCENARIOS = ("refund-item-0001", "refund-item-0002", "cancel-order-0001")
+CLI = "import sys; from rehearsal_env.cli import main; sys.exit(main())"
+FORWARDED_BY = "x-rehearsal-forwarded-by"
+
+
+class Landing(httpx.HTTPTransport):
+    """A new connection for every request (so requests land on either worker), counting forwarded answers."""
+
+    def __init__(self) -> None:
+        super().__init__(limits=httpx.Limits(max_keepalive_connections=0))
+        self.forwarded: Counter[str] = Counter()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if FORWARDED_BY in response.headers:
+            self.forwarded[response.headers[FORWARDED_BY]] += 1
+        return response
+
+
+@contextmanager
+def workers(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Path]]:
+    """``rehearsal serve --workers 2`` on a free port; (its address, its --out). Stopped with SIGINT (as Ctrl-C)."""
+    out = tmp_path / "served"
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--world", "shop", "--workers", "2", "--port", "0",
+                             "--out", str(out), "--threads", "2", *extra], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        url = line.split("listening on ")[1].split()[0]
+        deadline = time.monotonic() + 60
+        while len(serving(out)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "the two workers did not start"
+            time.sleep(0.1)
+        yield url, out
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:  # uvicorn's supervisor waits out its health check on a killed worker
+            for entry in serving(out).values():
+                with suppress(ProcessLookupError):
+                    os.kill(int(entry["pid"]), signal.SIGKILL)
+            proc.kill()
+            proc.wait()
+
+
+def entries(out: Path) -> dict[str, dict[str, Any]]:
+    """The workers' entries in the shared folder, by tag."""
+    return {p.stem: json.loads(p.read_text()) for p in (out / ".workers").glob("*.json")}
+
+
+def serving(out: Path) -> dict[str, dict[str, Any]]:
+    return {tag: e for tag, e in entries(out).items() if e["state"] == "serving"} if (out / ".workers").exists() else {}
+
+
+def on_disk(out: Path) -> dict[str | None, Any]:
+    """The written records by episode id (none yet: empty)."""
+    try:
+        return {r.episode_id: r for r in read_records(out / "shop-outcome")}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def worker_of(episode_id: str) -> str:
+    return episode_id.removeprefix("ep_").split("_")[0]
+
+
+def start_on_both(client: Client, per_worker: int) -> dict[str, list[dict[str, Any]]]:
+    """Start episodes until each of the two workers holds ``per_worker`` of them (fresh connections land on
+    either); the started episodes by worker tag."""
+    held: dict[str, list[dict[str, Any]]] = {}
+    for n in range(200):
+        started = client.start("shop", SCENARIOS[n % len(SCENARIOS)], agent="ref", agent_version="1")
+        held.setdefault(worker_of(started["episode_id"]), []).append(started)
+        if len(held) == 2 and all(len(v) >= per_worker for v in held.values()):
+            return held
+    raise AssertionError(f"200 starts never reached both workers: {Counter({k: len(v) for k, v in held.items()})}")
+
+
+def play(client: Client, started: dict[str, Any], steps: int | None = None) -> dict[str, Any]:
+    """Play the reference (``steps`` of it, else to the end); the last answer."""
+    agent = make_agent("reference", rehearsal_env.load_world("shop").scenario(started["scenario"]))
+    observation, info, index = started["observation"], {"tools": started["tools"]}, started["step_index"]
+    result: dict[str, Any] = {}
+    while steps is None or index < steps:
+        result = client.step(started["episode_id"], agent(observation, info), index)
+        index, observation = result["step_index"], result["observation"]
+        if result["terminated"] or result["truncated"]:
+            break
+    return result
+
+
+def test_every_episode_is_reached_through_one_address_and_recorded_once(tmp_path: Path) -> None:
+    landing = Landing()
+    with workers(tmp_path) as (url, out), Client(url, transport=landing) as client:
+        held = start_on_both(client, per_worker=4)
+        played = {s["episode_id"]: play(client, s) for starts in held.values() for s in starts}
+        health = client.health()["server"]
+        # a WebSocket lands on one worker ({"op": "start"} says which) and attaches the other's episode
+        other = next(iter(held))
+        for _ in range(50):
+            ws = WebSocketSession(url)
+            if worker_of(ws.start("shop", SCENARIOS[0])["episode_id"]) != other:
+                break
+            ws.end()
+            ws.close()
+        ws.end()
+        extra = client.start("shop", SCENARIOS[0], agent="ws", agent_version="1")
+        while worker_of(extra["episode_id"]) != other:  # ended unplayed: recorded as given up, agent "ws"
+            client.end(extra["episode_id"])
+            extra = client.start("shop", SCENARIOS[0], agent="ws", agent_version="1")
+        ws.attach(extra["episode_id"])
+        agent = make_agent("reference", rehearsal_env.load_world("shop").scenario(SCENARIOS[0]))
+        observation, info, index = extra["observation"], {"tools": extra["tools"]}, 0
+        while True:
+            over_ws = ws.step(agent(observation, info), index)
+            index, observation = over_ws["step_index"], over_ws["observation"]
+            if over_ws["terminated"]:
+                break
+        ws.close()
+        read_back = client.episode(extra["episode_id"])
+    assert health["worker"] in held and len(held) == 2
+    assert {r["verdict"]["outcome"] for r in played.values()} == {"verified"}
+    assert over_ws["verdict"]["outcome"] == "verified" and read_back["verdict"]["outcome"] == "verified"
+    assert set(landing.forwarded) == set(held), f"requests forwarded by each worker: {landing.forwarded}"
+    assert {e["state"] for e in entries(out).values()} == {"stopped"}
+    records = read_records(out / "shop-outcome")  # sealed by both workers' writes; measure and readiness read it
+    ids = [str(r.episode_id) for r in records if r.agent == "ref"]
+    assert sorted(ids) == sorted(played)  # every episode once
+    assert {r.outcome for r in records if r.agent == "ref"} == {"verified"}
+    [over_the_relay] = [r for r in records if r.episode_id == extra["episode_id"]]
+    assert over_the_relay.outcome == "verified" and over_the_relay.agent == "ws"
+    assert [a.agent for a in assess(records) if a.agent == "ref"] == ["ref"]
+    assert not any((out / ".workers").glob("*/ep_*.json"))  # every journal entry gone: every record is on disk
+
+
+def test_a_killed_worker_s_episodes_are_recorded_with_the_cause_and_the_caller_is_told(tmp_path: Path) -> None:
+    with workers(tmp_path) as (url, out), Client(url, transport=Landing(), retries=0) as client:
+        held = start_on_both(client, per_worker=2)
+        for starts in held.values():
+            for started in starts:
+                play(client, started, steps=1)
+        victim, survivor = sorted(held)
+        os.kill(int(serving(out)[victim]["pid"]), signal.SIGKILL)
+        with pytest.raises(ApiError) as lost:
+            play(client, {**held[victim][0], "step_index": 1})
+        survived = [play(client, {**s, "step_index": 1}) for s in held[survivor]]
+        expected = sum(len(v) for v in held.values())
+        deadline = time.monotonic() + 30
+        while len(records := on_disk(out)) < expected:  # written within a housekeeping tick, before any stop
+            assert time.monotonic() < deadline, f"{len(records)} of {expected} records written"
+            time.sleep(0.2)
+    assert entries(out)[victim]["state"] == "died"
+    assert lost.value.status == 410 and lost.value.body["cause"] == "worker", lost.value.body
+    assert lost.value.body["outcome"] == "not_scored" and "died" in lost.value.detail
+    assert {r["verdict"]["outcome"] for r in survived} == {"verified"}
+    for started in held[victim]:
+        record = records[started["episode_id"]]
+        assert record.outcome == "not_scored" and record.not_scored_cause == "worker", record
+    for started in held[survivor]:
+        assert records[started["episode_id"]].outcome == "verified"
+    assert len(records) == expected  # each once, none lost
