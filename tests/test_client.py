@@ -35,9 +35,9 @@ def serving(tmp_path: Path, **options: Any) -> Iterator[tuple[str, Path]]:
 
 
 def comparable(row: dict[str, Any]) -> dict[str, Any]:
-    """A record without what differs between two plays of the same episode: run id, wall times, and the key
-    that played it over HTTP."""
-    out = {k: v for k, v in row.items() if k not in ("run_id", "key_id")}
+    """A record without what differs between two plays of the same episode: run id, wall times, the key
+    that played it over HTTP and the episode id (a served record carries the server's)."""
+    out = {k: v for k, v in row.items() if k not in ("run_id", "key_id", "episode_id")}
     out["trace"] = [{k: v for k, v in t.items() if k != "latency_ms"} for t in row["trace"]]
     return out
 
@@ -68,6 +68,7 @@ def test_a_reference_episode_through_remote_env_matches_in_process(tmp_path: Pat
     [served] = read_records(out / "shop-outcome")
     assert comparable(to_row(served)) == comparable(to_row(expected))
     assert (served.key_id, expected.key_id) == ("local", None)
+    assert served.episode_id == env.episode_id  # the id the client played it by
 
 
 def test_check_env_passes_on_remote_env(tmp_path: Path) -> None:

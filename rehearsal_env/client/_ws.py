@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
@@ -52,8 +53,9 @@ class WebSocketSession:
         self._ws = self._connect()
 
     def _connect(self) -> ClientConnection:
-        ws = connect(self.url, additional_headers=self._headers, open_timeout=self.timeout, compression=None,
-                     max_size=None)
+        # ?episode=ID changes nothing at the server; a reverse proxy in front of several servers routes on it
+        url = self.url if self.episode_id is None else f"{self.url}?{urlencode({'episode': self.episode_id})}"
+        ws = connect(url, additional_headers=self._headers, open_timeout=self.timeout, compression=None, max_size=None)
         if self.episode_id is not None:  # a new connection after a lost one: the episode goes on
             self._exchange(ws, {"op": "attach", "episode_id": self.episode_id})
         return ws
@@ -94,7 +96,11 @@ class WebSocketSession:
         return started
 
     def attach(self, episode_id: str) -> dict[str, Any]:
-        """Play an episode of this key started elsewhere; the answer is ``Client.episode``'s."""
+        """Play an episode of this key started elsewhere; the answer is ``Client.episode``'s. It gets a connection of
+        its own (naming the episode, so that a proxy sends it to the server holding the episode)."""
+        if self.episode_id != episode_id:
+            self._drop()
+        self.episode_id = episode_id
         state = self._call({"op": "attach", "episode_id": episode_id})
         self.episode_id = episode_id
         return state
