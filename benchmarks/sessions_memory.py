@@ -24,6 +24,10 @@ and the added cost of a session that wrote, (mid - idle) / M. Timing: the median
 median step of the first writing call (where a shared session makes its copy). Rows whose private copies
 would not fit this machine (10,000 private shop sessions: ~16 GB) are estimated from the 1,000 row and
 marked so.
+
+Then the steady state, the serial runner's shape: one env per scenario playing ``--loop-episodes`` reference
+episodes round robin, in both modes: the median episode (reset and every step) and the median reset. A
+shared session pays its copy at its first write instead of at its reset; this shows what that costs.
 """
 
 from __future__ import annotations
@@ -106,6 +110,27 @@ def in_process(world: str, sessions: int, mid: int) -> dict[str, Any]:
     return {"base": base, "idle": idle, "mid": mid_rss, "peak": status_mb(pid, "VmHWM"), "wrote": len(first_writes),
             "steps": steps, "private": private, "reset_ms": statistics.median(resets),
             "first_write_ms": statistics.median(first_writes) if first_writes else float("nan")}
+
+
+def loop(world: str, episodes: int) -> dict[str, Any]:
+    """Steady state: one env per scenario playing reference episodes round robin (the serial runner's shape)."""
+    envs = [rehearsal_env.make(f"{world}/{sid}") for sid in scenario_ids(world)]
+    totals, resets = [], []
+    for k in range(len(envs) + episodes):  # the first pass warms every env, untimed
+        env = envs[k % len(envs)]
+        t0 = time.perf_counter()
+        observation, info = env.reset(seed=0)
+        t1 = time.perf_counter()
+        agent = make_agent("reference", env.scenario)
+        while True:
+            observation, _, terminated, truncated, step = env.step(agent(observation, info))
+            if terminated or truncated:
+                break
+        if k >= len(envs):
+            totals.append((time.perf_counter() - t0) * 1000)
+            resets.append((t1 - t0) * 1000)
+    return {"episode_ms": statistics.median(totals), "reset_ms": statistics.median(resets), "episodes": episodes,
+            "peak": status_mb(os.getpid(), "VmHWM")}
 
 
 # -- over HTTP -----------------------------------------------------------------------------------------
@@ -215,19 +240,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 and 1,000 sessions instead of 1,000 and 10,000")
     parser.add_argument("--no-http", action="store_true", help="in-process rows only")
+    parser.add_argument("--loop-only", action="store_true", help="only the steady-state episode loop")
+    parser.add_argument("--loop-episodes", type=int, default=600, help="timed episodes of the loop (default 600)")
     parser.add_argument("--child", nargs=4, metavar=("PLACE", "WORLD", "N", "M"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         place, world, n, m = args.child
         share = os.environ.get("REHEARSAL_SQLITE_SHARE_SNAPSHOTS", "1") != "0"
-        figures = (in_process(world, int(n), int(m)) if place == "in-process"
-                   else asyncio.run(over_http(world, int(n), int(m), share)))
+        figures = (in_process(world, int(n), int(m)) if place == "in-process" else loop(world, int(n))
+                   if place == "loop" else asyncio.run(over_http(world, int(n), int(m), share)))
         print(json.dumps(figures))
         return
-    small, large = (100, 1000) if args.quick else (1000, 10000)
+    if not args.loop_only:
+        sessions_table(args.quick, args.no_http)
+    print(f"steady state: one env per scenario, {args.loop_episodes} reference episodes round robin, medians")
+    print(f"{'world':<10}{'mode':<9}{'episode ms':>11}{'reset ms':>10}{'peak MB':>9}")
+    for world in ("shop", "analytics"):
+        for mode in ("shared", "private"):
+            f = child("loop", world, args.loop_episodes, 0, mode == "shared")
+            print(f"{world:<10}{mode:<9}{f['episode_ms']:>11.3f}{f['reset_ms']:>10.3f}{f['peak']:>9.0f}", flush=True)
+
+
+def sessions_table(quick: bool, no_http: bool) -> None:
+    """The memory table: N sessions idle, M of them past their first write, both modes."""
+    small, large = (100, 1000) if quick else (1000, 10000)
     plan = [("in-process", "shop", small, small), ("in-process", "analytics", small, small),
             ("in-process", "shop", large, small)]
-    if not args.no_http:
+    if not no_http:
         plan += [("http", "shop", small, small), ("http", "shop", large, small)]
     print(f"sessions' memory (issue 24 §4): {os.cpu_count()} cores; N sessions started and reset, M of them "
           "played to their first write; MB = MiB of RSS")
