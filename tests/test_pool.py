@@ -202,6 +202,53 @@ def test_pool_plays_every_scenario_as_the_serial_runner(cluster: Cluster, tmp_pa
     _same_verdicts(read_records(tmp_path), serial)  # a sealed, ordinary run directory
 
 
+def test_the_pool_refuses_past_its_capacity_and_past_a_callers_share(cluster: Cluster, tmp_path: Path) -> None:
+    pool = EnvPool(CONFIG, tmp_path, actors=1, sessions_per_actor=2, max_sessions_per_caller=1)
+    scenario = plan(CONFIG, world_for(CONFIG))[0].scenario
+
+    async def play() -> None:
+        first = await pool.reset(scenario, caller="a")
+        with pytest.raises(PoolFull, match="its share is 1") as share:
+            await pool.reset(scenario, caller="a")
+        assert share.value.caller == "a" and share.value.retry_after_s > 0
+        await pool.reset(scenario, caller="b")
+        with pytest.raises(PoolFull, match="the pool holds 2 of 2 sessions") as full:
+            await pool.reset(scenario, caller="c")
+        assert full.value.caller == "c" and pool.open_sessions == 2  # a refusal starts nothing
+        await pool.close(first.session)  # a closed session frees its place
+        await pool.reset(scenario, caller="c")
+
+    try:
+        asyncio.run(play())
+    finally:
+        summary = pool.finish()
+    assert summary["episodes"] == 3  # every opened episode is recorded (closed ones as given up)
+    assert {r.ending for r in read_records(tmp_path)} == {"gave_up"}
+
+
+def test_a_session_with_no_live_actor_left_is_lost_recorded_and_reported(cluster: Cluster, tmp_path: Path) -> None:
+    pool = EnvPool(CONFIG, tmp_path, actors=1, sessions_per_actor=4)
+    scenario = plan(CONFIG, world_for(CONFIG))[0].scenario
+
+    async def play() -> SessionLost:
+        opened = await pool.reset(scenario, caller="a")
+        (_, pid), = pool.where
+        os.kill(pid, signal.SIGKILL)  # the only actor dies: nowhere to continue the episode
+        with pytest.raises(SessionLost) as lost:
+            await pool.step(opened.session, '{"tool": "give_up", "args": {"reason": "r"}}')
+        assert pool.lost == [opened.session] and pool.open_sessions == 0
+        return lost.value
+
+    try:
+        lost = asyncio.run(play())
+    finally:
+        summary = pool.finish()
+    assert "recorded not scored (cause worker)" in str(lost)
+    (record,) = read_records(tmp_path)
+    assert summary["episodes"] == 1 and record.outcome == "not_scored" and record.not_scored_cause == "worker"
+    assert (record.scenario, record.reason) == (lost.record.scenario, lost.record.reason)
+
+
 def test_a_killed_node_loses_no_episode(cluster: Cluster, tmp_path: Path,
                                         serial: dict[tuple[str, int], EpisodeRecord]) -> None:
     import ray
