@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -39,6 +40,8 @@ if NGINX is None:
     pytest.skip("nginx is not installed (apt-get install -y nginx-light); set REHEARSAL_REQUIRE_NGINX=1 to require "
                 "it", allow_module_level=True)
 
+SETPRIV = shutil.which("setpriv")
+NOBODY = 65534
 CLI = "import sys; from rehearsal_env.cli import main; sys.exit(main())"
 SCENARIOS = ("refund-item-0001", "refund-item-0002", "cancel-order-0001")
 ROUTES = """
@@ -126,8 +129,16 @@ def instance(tmp_path: Path, name: str) -> Iterator[tuple[str, Path]]:
 
 @contextmanager
 def nginx(tmp_path: Path, port: int, instances: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """nginx in the foreground, one process (no privileges needed), everything under ``tmp_path/nginx``."""
-    home = tmp_path / "nginx"
+    """nginx in the foreground, one unprivileged process, everything (configuration, pid, logs, temporary files)
+    in a folder of its own: ``tmp_path/nginx``, or, for a test run as root, a folder of user nobody's that nginx
+    runs as (the pytest folders are root's alone)."""
+    if os.geteuid() == 0:
+        home = Path(tempfile.mkdtemp(prefix="rehearsal-nginx-"))
+        os.chown(home, NOBODY, NOBODY)
+        drop = [str(SETPRIV), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if SETPRIV else []
+        assert drop, "tests run as root need setpriv (util-linux) to start nginx unprivileged"
+    else:
+        home, drop = tmp_path / "nginx", []
     home.mkdir(exist_ok=True)
     conf = home / "nginx.conf"
     temp = " ".join(f"{kind}_temp_path {home / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
@@ -135,7 +146,7 @@ def nginx(tmp_path: Path, port: int, instances: dict[str, str]) -> Iterator[subp
                     f"error_log {home / 'error.log'} warn;\nevents {{ worker_connections 256; }}\n"
                     f"http {{\naccess_log off;\n{temp}\n"
                     f"{routes(f'127.0.0.1:{port}', instances)}}}\n")
-    proc = subprocess.Popen([str(NGINX), "-p", str(home), "-c", str(conf)], stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*drop, str(NGINX), "-p", str(home), "-c", str(conf)], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -146,10 +157,13 @@ def nginx(tmp_path: Path, port: int, instances: dict[str, str]) -> Iterator[subp
                 raise RuntimeError(f"nginx did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
                                    f"{(home / 'error.log').read_text() if (home / 'error.log').exists() else ''}")
             time.sleep(0.05)
+        assert os.geteuid() != 0 or Path(f"/proc/{proc.pid}/status").read_text().count(f"\t{NOBODY}\t") >= 2
         yield proc
     finally:
         proc.terminate()
         proc.wait(10)
+        if home.parent != tmp_path:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def agent_for(started: dict[str, Any]) -> Any:
