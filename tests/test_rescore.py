@@ -224,7 +224,7 @@ def test_a_records_components_and_reward_equal_the_live_ones(world_name: str) ->
     world = load_world(world_name)
     provenance = provenance_of(world, "rl")
     for scenario in world.scenarios(SPLIT):
-        env = RehearsalEnv(scenario, world, profile="rl")
+        env = RehearsalEnv(scenario, world, reward_profile="rl")
         result = run_episode(env, mixed(scenario))
         record = record_episode(env.episode, run_id="r", agent="mixed", agent_version="1", repeat=0, seed=0,
                                 backend="sqlite", stress=True, provenance=provenance)

@@ -46,7 +46,7 @@ def analytics() -> World:
 
 def play(world: World, scenario: Scenario, policy: Policy, profile: str | None = None
          ) -> tuple[RehearsalEnv, Verdict, float]:
-    env = RehearsalEnv(scenario, world, profile=profile)
+    env = RehearsalEnv(scenario, world, reward_profile=profile)
     observation, info = env.reset(seed=0)
     while True:
         observation, reward, terminated, truncated, info = env.step(policy(observation, info))
@@ -300,7 +300,7 @@ class TestActionsAndScope:
 
 
 def test_the_env_reward_is_the_profile_reward(analytics: World) -> None:
-    env = rehearsal_env.make("analytics/units-per-order-0001", profile="rl")
+    env = rehearsal_env.make("analytics/units-per-order-0001", reward_profile="rl")
     observation, info = env.reset(seed=0)
     agent = ScriptedAgent(env.scenario.reference)
     rewards = []

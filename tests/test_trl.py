@@ -113,7 +113,7 @@ def _gym_actions(scenario_id: str, agent: str) -> list[str]:
 
 
 def _gym(scenario_id: str, actions: list[str]) -> tuple[list[str], Any, float]:
-    env = rehearsal_env.make(scenario_id, profile="rl")
+    env = rehearsal_env.make(scenario_id, reward_profile="rl")
     env.reset(seed=0)
     observations: list[str] = []
     reward: float = 0.0
