@@ -3,8 +3,9 @@ reaches every episode, whichever process a request lands on (issue 24, section 3
 
 Clients here open a new connection for every request, so requests land on both workers; a request for
 the other worker's episode is forwarded to it (the answer says by whom, ``x-rehearsal-forwarded-by``),
-a WebSocket ``attach`` is relayed. A worker killed mid-episode: its open episodes are recorded
-``not_scored`` with cause ``worker``, and a request for one of them answers 410 saying so.
+its answer passed on as it is (a 429 with its Retry-After), a WebSocket ``attach`` is relayed. A
+worker killed mid-episode: its open episodes are recorded ``not_scored`` with cause ``worker``, and a
+request for one of them answers 410 saying so. One server serves both tests (the killing one last).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import pytest
 
 import rehearsal_env
 from rehearsal_env.agents import make_agent
-from rehearsal_env.client import ApiError, Client, WebSocketSession
+from rehearsal_env.client import ApiError, AtCapacity, Client, WebSocketSession
 from rehearsal_env.readiness import assess
 from rehearsal_env.records import read_records
 
@@ -41,20 +42,23 @@ class Landing(httpx.HTTPTransport):
     def __init__(self) -> None:
         super().__init__(limits=httpx.Limits(max_keepalive_connections=0))
         self.forwarded: Counter[str] = Counter()
+        self.last: httpx.Response | None = None
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = super().handle_request(request)
+        response = self.last = super().handle_request(request)
         if FORWARDED_BY in response.headers:
             self.forwarded[response.headers[FORWARDED_BY]] += 1
         return response
 
 
-@contextmanager
-def workers(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Path]]:
-    """``rehearsal serve --workers 2`` on a free port; (its address, its --out). Stopped with SIGINT (as Ctrl-C)."""
-    out = tmp_path / "served"
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """``rehearsal serve --workers 2 --max-sessions 4`` on a free port, for this file's tests (the one that kills a
+    worker comes last); (its address, its --out). Stopped with SIGINT (as Ctrl-C)."""
+    out = tmp_path_factory.mktemp("workers") / "served"
     proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--world", "shop", "--workers", "2", "--port", "0",
-                             "--out", str(out), "--threads", "2", *extra], stdout=subprocess.PIPE, text=True)
+                             "--out", str(out), "--threads", "2", "--max-sessions", "4"], stdout=subprocess.PIPE,
+                            text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -68,13 +72,26 @@ def workers(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Path]]:
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(30)
+            proc.wait(15)
         except subprocess.TimeoutExpired:  # uvicorn's supervisor waits out its health check on a killed worker
             for entry in serving(out).values():
                 with suppress(ProcessLookupError):
                     os.kill(int(entry["pid"]), signal.SIGKILL)
             proc.kill()
             proc.wait()
+
+
+def written(out: Path, episode_ids: list[str]) -> dict[str | None, Any]:
+    """The records once every episode of ``episode_ids`` has its record on disk and no journal entry is left
+    (housekeeping writes records within about a second, then drops their journal entries)."""
+    deadline = time.monotonic() + 30
+    while True:
+        records = on_disk(out)
+        journals = [f for f in (out / ".workers").glob("*/ep_*.json") if "." not in f.parent.name]  # not <tag>.lost
+        if set(episode_ids) <= set(records) and not journals:
+            return records
+        assert time.monotonic() < deadline, f"{len(set(episode_ids) & set(records))} of {len(episode_ids)} written"
+        time.sleep(0.2)
 
 
 def entries(out: Path) -> dict[str, dict[str, Any]]:
@@ -103,11 +120,27 @@ def start_on_both(client: Client, per_worker: int) -> dict[str, list[dict[str, A
     either); the started episodes by worker tag."""
     held: dict[str, list[dict[str, Any]]] = {}
     for n in range(200):
-        started = client.start("shop", SCENARIOS[n % len(SCENARIOS)], agent="ref", agent_version="1")
+        try:
+            started = client.start("shop", SCENARIOS[n % len(SCENARIOS)], agent="ref", agent_version="1")
+        except AtCapacity:  # landed on a worker holding its --max-sessions
+            continue
         held.setdefault(worker_of(started["episode_id"]), []).append(started)
         if len(held) == 2 and all(len(v) >= per_worker for v in held.values()):
             return held
     raise AssertionError(f"200 starts never reached both workers: {Counter({k: len(v) for k, v in held.items()})}")
+
+
+def landed_on(url: str, tag: str) -> WebSocketSession:
+    """A WebSocket connection accepted by worker ``tag`` (a started episode's id says which worker accepted one;
+    that episode is ended)."""
+    for _ in range(100):
+        ws = WebSocketSession(url)
+        probe = ws.start("shop", SCENARIOS[0], agent="probe")
+        ws.end()
+        if worker_of(probe["episode_id"]) == tag:
+            return ws
+        ws.close()
+    raise AssertionError(f"100 WebSocket connections never reached worker {tag}")
 
 
 def play(client: Client, started: dict[str, Any], steps: int | None = None) -> dict[str, Any]:
@@ -123,21 +156,23 @@ def play(client: Client, started: dict[str, Any], steps: int | None = None) -> d
     return result
 
 
-def test_every_episode_is_reached_through_one_address_and_recorded_once(tmp_path: Path) -> None:
+def test_every_episode_is_reached_through_one_address_and_recorded_once(server: tuple[str, Path]) -> None:
+    url, out = server
     landing = Landing()
-    with workers(tmp_path) as (url, out), Client(url, transport=landing) as client:
+    with Client(url, transport=landing) as client:
         held = start_on_both(client, per_worker=4)
+        for n in range(100):  # both are full: forking an episode is 429, passed on with Retry-After when forwarded
+            with pytest.raises(AtCapacity):
+                client.fork(held[sorted(held)[n % 2]][0]["episode_id"])
+            assert landing.last is not None and landing.last.status_code == 429
+            if FORWARDED_BY in landing.last.headers:
+                break
+        overloaded = landing.last
         played = {s["episode_id"]: play(client, s) for starts in held.values() for s in starts}
         health = client.health()["server"]
-        # a WebSocket lands on one worker ({"op": "start"} says which) and attaches the other's episode
+        # a WebSocket lands on one worker and attaches the other's episode: its frames are relayed there
         other = next(iter(held))
-        for _ in range(50):
-            ws = WebSocketSession(url)
-            if worker_of(ws.start("shop", SCENARIOS[0])["episode_id"]) != other:
-                break
-            ws.end()
-            ws.close()
-        ws.end()
+        ws = landed_on(url, next(tag for tag in held if tag != other))
         extra = client.start("shop", SCENARIOS[0], agent="ws", agent_version="1")
         while worker_of(extra["episode_id"]) != other:  # ended unplayed: recorded as given up, agent "ws"
             client.end(extra["episode_id"])
@@ -153,10 +188,12 @@ def test_every_episode_is_reached_through_one_address_and_recorded_once(tmp_path
         ws.close()
         read_back = client.episode(extra["episode_id"])
     assert health["worker"] in held and len(held) == 2
+    assert overloaded is not None and FORWARDED_BY in overloaded.headers and int(overloaded.headers["retry-after"]) >= 1
+    assert "expected a free session" in overloaded.json()["detail"]
     assert {r["verdict"]["outcome"] for r in played.values()} == {"verified"}
     assert over_ws["verdict"]["outcome"] == "verified" and read_back["verdict"]["outcome"] == "verified"
     assert set(landing.forwarded) == set(held), f"requests forwarded by each worker: {landing.forwarded}"
-    assert {e["state"] for e in entries(out).values()} == {"stopped"}
+    written(out, [*played, extra["episode_id"]])  # and no journal entry left: every record is on disk
     records = read_records(out / "shop-outcome")  # sealed by both workers' writes; measure and readiness read it
     ids = [str(r.episode_id) for r in records if r.agent == "ref"]
     assert sorted(ids) == sorted(played)  # every episode once
@@ -164,26 +201,29 @@ def test_every_episode_is_reached_through_one_address_and_recorded_once(tmp_path
     [over_the_relay] = [r for r in records if r.episode_id == extra["episode_id"]]
     assert over_the_relay.outcome == "verified" and over_the_relay.agent == "ws"
     assert [a.agent for a in assess(records) if a.agent == "ref"] == ["ref"]
-    assert not any((out / ".workers").glob("*/ep_*.json"))  # every journal entry gone: every record is on disk
 
 
-def test_a_killed_worker_s_episodes_are_recorded_with_the_cause_and_the_caller_is_told(tmp_path: Path) -> None:
-    with workers(tmp_path) as (url, out), Client(url, transport=Landing(), retries=0) as client:
+def test_a_killed_worker_s_open_episodes_are_recorded_with_the_cause_and_the_caller_told(
+        server: tuple[str, Path]) -> None:
+    url, out = server
+    with Client(url, transport=Landing(), retries=0) as client:
         held = start_on_both(client, per_worker=2)
         for starts in held.values():
             for started in starts:
                 play(client, started, steps=1)
         victim, survivor = sorted(held)
+        ws = landed_on(url, survivor)  # a WebSocket relayed from the survivor to an episode of the victim
+        ws.attach(held[victim][1]["episode_id"])
         os.kill(int(serving(out)[victim]["pid"]), signal.SIGKILL)
         with pytest.raises(ApiError) as lost:
             play(client, {**held[victim][0], "step_index": 1})
+        with pytest.raises(ApiError) as lost_over_ws:
+            ws.step("not a tool call", 1)
+        ws.close()
         survived = [play(client, {**s, "step_index": 1}) for s in held[survivor]]
-        expected = sum(len(v) for v in held.values())
-        deadline = time.monotonic() + 30
-        while len(records := on_disk(out)) < expected:  # written within a housekeeping tick, before any stop
-            assert time.monotonic() < deadline, f"{len(records)} of {expected} records written"
-            time.sleep(0.2)
+        records = written(out, [s["episode_id"] for starts in held.values() for s in starts])
     assert entries(out)[victim]["state"] == "died"
+    assert lost_over_ws.value.status == 410 and lost_over_ws.value.body["cause"] == "worker"
     assert lost.value.status == 410 and lost.value.body["cause"] == "worker", lost.value.body
     assert lost.value.body["outcome"] == "not_scored" and "died" in lost.value.detail
     assert {r["verdict"]["outcome"] for r in survived} == {"verified"}
@@ -192,4 +232,6 @@ def test_a_killed_worker_s_episodes_are_recorded_with_the_cause_and_the_caller_i
         assert record.outcome == "not_scored" and record.not_scored_cause == "worker", record
     for started in held[survivor]:
         assert records[started["episode_id"]].outcome == "verified"
-    assert len(records) == expected  # each once, none lost
+    mine = [r for r in read_records(out / "shop-outcome") if r.episode_id in {s["episode_id"] for v in held.values()
+                                                                              for s in v}]
+    assert len(mine) == sum(len(v) for v in held.values())  # each once, none lost

@@ -18,9 +18,11 @@ from urllib.parse import urlencode
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
-from ._client import raise_status
+from ._client import ApiError, raise_status
 
 PATH = "/v1/ws"
+MISDIRECTED = 421
+"""A server's answer for an episode of another instance (``rehearsal serve --instance``)."""
 
 
 def ws_url(url: str) -> str:
@@ -96,12 +98,17 @@ class WebSocketSession:
         return started
 
     def attach(self, episode_id: str) -> dict[str, Any]:
-        """Play an episode of this key started elsewhere; the answer is ``Client.episode``'s. It gets a connection of
-        its own (naming the episode, so that a proxy sends it to the server holding the episode)."""
-        if self.episode_id != episode_id:
+        """Play an episode of this key started elsewhere; the answer is ``Client.episode``'s. A server that is not
+        the episode's instance answers 421: the attach is sent again on a new connection that names the episode
+        (``?episode=ID``), which a reverse proxy in front of several servers routes to the one holding it."""
+        try:
+            state = self._call({"op": "attach", "episode_id": episode_id})
+        except ApiError as exc:
+            if exc.status != MISDIRECTED:
+                raise
             self._drop()
-        self.episode_id = episode_id
-        state = self._call({"op": "attach", "episode_id": episode_id})
+            self.episode_id = episode_id
+            state = self._call({"op": "attach", "episode_id": episode_id})
         self.episode_id = episode_id
         return state
 
