@@ -208,7 +208,7 @@ async def over_http(world: str, sessions: int, mid: int, share: bool) -> dict[st
                 mid_rss = status_mb(proc.pid, "VmRSS")
         finally:
             stop.set()
-            proc.terminate()
+            proc.kill()  # not terminate: a graceful stop would end and record every open session first
             proc.wait(120)
     # no timings over HTTP: with N sessions in flight a step's latency is mostly queueing (benchmarks/serve.py)
     return {"base": base, "idle": idle, "mid": mid_rss, "peak": max(peak[0], mid_rss), "wrote": len(first_writes),
