@@ -32,9 +32,10 @@ def packages() -> list[str]:
 
 
 EXTRAS = {"openenv": "openenv", "verifiers": "verifiers", "trl": "trl", "transformers": "trl", "datasets": "trl",
-          "mcp": "mcp", "atif": "atif", "llama_cpp": "live"}
-"""Top-level modules that only an extra installs, and that extra."""
-REQUIRE = {"live": "LIVE_MODEL"}
+          "mcp": "mcp", "atif": "atif", "llama_cpp": "live", "verifiers.v1": "verifiers-v1"}
+"""Top-level modules that only an extra installs, and that extra (``verifiers.v1``: verifiers 0.4, whose extra
+lives in its own virtual environment; the main one has the legacy 0.3)."""
+REQUIRE = {"live": "LIVE_MODEL", "verifiers-v1": "VERIFIERS_V1"}
 """The ``REHEARSAL_REQUIRE_<PART>`` of an extra whose part is not named as the extra is."""
 
 
@@ -44,7 +45,7 @@ def import_or_skip(name: str) -> types.ModuleType:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").split(".")[0]
-        extra = EXTRAS.get(top)
+        extra = EXTRAS.get(exc.name or "") or EXTRAS.get(top)
         if extra is None:
             raise  # a core dependency missing, or a module of ours: a real failure
         why = f"{name} needs the {extra} extra ({top} is not installed): pip install -e '.[{extra}]'"

@@ -170,6 +170,38 @@ def test_a_second_concurrent_call_is_a_protocol_error_and_takes_no_turn(tmp_path
     assert json.loads(after.contents[0].text)["scenario"] == SCENARIO.id
 
 
+def test_the_episode_resource_is_subscribable_and_an_unknown_one_is_not_found(tmp_path: Path) -> None:
+    runtime = _runtime(tmp_path)
+    updated: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        root = getattr(message, "root", None)
+        if isinstance(message, types.ServerNotification) and isinstance(root, types.ResourceUpdatedNotification):
+            updated.append(str(root.params.uri))
+
+    async def main() -> tuple[Any, Any, list[Any]]:
+        async with create_connected_server_and_client_session(runtime.server, message_handler=on_message) as session:
+            init = await session.initialize()
+            await session.subscribe_resource(EPISODE_URI)  # type: ignore[arg-type]
+            await session.subscribe_resource("rehearsal://nothing-here")  # type: ignore[arg-type]
+            results = await _play(session, _reference()[:1])
+            await session.unsubscribe_resource(EPISODE_URI)  # type: ignore[arg-type]
+            results += await _play(session, _reference()[1:])
+            with pytest.raises(McpError) as missing:
+                await session.read_resource("rehearsal://nothing-here")  # type: ignore[arg-type]
+            after = await session.read_resource(EPISODE_URI)  # type: ignore[arg-type]
+            return init, (missing.value, after), results
+
+    init, (missing, after), results = anyio.run(main)
+    runtime.close()
+    assert init.capabilities.resources is not None and init.capabilities.resources.subscribe
+    assert updated == [EPISODE_URI]  # one step while subscribed; none for the URI that never changes
+    assert missing.error.code == -32002 and "resource not found" in missing.error.message
+    episode = json.loads(after.contents[0].text)
+    assert episode["ended"] and episode["turns"] == len(results)
+    assert episode["verdict"]["outcome"] == _in_process(_reference())[0]
+
+
 def test_a_disconnect_mid_episode_is_settled_as_given_up(tmp_path: Path) -> None:
     params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "mcp", "--scenario", f"shop/{SCENARIO.id}",
                                                          "--out", str(tmp_path / "runs")], cwd=str(tmp_path),

@@ -27,7 +27,8 @@ SUITE = NODE_MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index
 INSPECTOR = NODE_MODULES / "@modelcontextprotocol" / "inspector-cli" / "build"
 BASELINE = Path(__file__).with_name("mcp_conformance_baseline.yml")
 MUST_PASS = ("server-initialize", "ping", "logging-set-level", "tools-list", "tools-call-error", "resources-list",
-             "prompts-list", "server-sse-multiple-streams", "dns-rebinding-protection")
+             "prompts-list", "resources-subscribe", "resources-unsubscribe", "server-sse-multiple-streams",
+             "dns-rebinding-protection")
 """Scenarios that apply to an episode server; each must pass (the suite's own exit code covers the rest)."""
 SCENARIO = "shop/refund-item-0004"
 

@@ -12,8 +12,10 @@ Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server
 - a second ``tools/call`` while one is running is refused with a JSON-RPC error (``-32600``), not
   carried out and not a turn; malformed JSON-RPC gets the SDK's protocol errors;
 - ``prompts``: ``scenario``, the system prompt (role, policies) and the customer's request;
-- ``resources``: ``rehearsal://episode`` (the episode as it stands: opening, verdict once ended) and
-  ``rehearsal://policies``;
+- ``resources``: ``rehearsal://episode`` (the episode as it stands: opening, turns taken, verdict once
+  ended) and ``rehearsal://policies``; a URI this server does not have is ``-32002`` (resource not found).
+  ``resources/subscribe`` to ``rehearsal://episode`` sends ``notifications/resources/updated`` after every
+  step; a subscription to any other URI is accepted and tracked, but nothing else here ever changes;
 - ``logging``: when the episode ends, an ``info`` message with its outcome, reward and run directory
   (``logging/setLevel`` above ``info`` silences it).
 
@@ -49,6 +51,8 @@ LINK_HEADER = "x-rehearsal-link"
 EPISODE_URI = "rehearsal://episode"
 POLICIES_URI = "rehearsal://policies"
 PROMPT = "scenario"
+RESOURCE_NOT_FOUND = -32002
+"""The MCP spec's JSON-RPC error code for a resource the server does not have."""
 T = TypeVar("T")
 
 
@@ -68,6 +72,11 @@ class EpisodeServerConfig:
     """The gateway link of a stdio session's episode (default: the episode id)."""
 
 
+MAX_SUBSCRIPTIONS = 32
+"""Resource subscriptions one session may hold."""
+MAX_URI_CHARS = 2048
+"""The longest URI a subscription keeps."""
+
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """MCP's log levels, least severe first."""
 
@@ -81,6 +90,18 @@ class _Slot:
         self.creating = asyncio.Lock()
         self.log_level = "info"
         """The least severe level the client gets as ``notifications/message`` (``logging/setLevel``)."""
+        self.subscribed: set[str] = set()
+        """URIs the client subscribed to (``resources/subscribe``)."""
+
+
+class _Server(Server[Any, Any]):
+    """The SDK's low-level server, declaring resource subscriptions (the SDK 1.x always declares none)."""
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(*args, **kwargs)
+        if capabilities.resources is not None:
+            capabilities.resources.subscribe = True
+        return capabilities
 
 
 def _link_of(request: Any) -> str | None:
@@ -134,8 +155,8 @@ def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
                     if on_end is not None:
                         await off_loop(on_end, ep)
 
-    server: Server[Any, Any] = Server("rehearsal-env", version=__version__, instructions=prompt_text,
-                                      lifespan=lifespan)
+    server: Server[Any, Any] = _Server("rehearsal-env", version=__version__, instructions=prompt_text,
+                                       lifespan=lifespan)
 
     async def episode() -> HostedEpisode:
         ctx = server.request_context
@@ -165,6 +186,8 @@ def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
             out = await off_loop(ep.call, req.params.name, req.params.arguments or {})
         finally:
             slot.busy = False
+        if EPISODE_URI in slot.subscribed:
+            await server.request_context.session.send_resource_updated(EPISODE_URI)  # type: ignore[arg-type]
         if out.get("ended"):
             if on_end is not None:
                 await off_loop(on_end, ep)
@@ -218,12 +241,26 @@ def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
         if str(uri) == POLICIES_URI:
             return "\n".join(f"- {p.text}" for p in spec.world.policies)
         if str(uri) != EPISODE_URI:
-            raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"unknown resource {str(uri)[:120]!r}; "
-                                           f"this server has {EPISODE_URI} and {POLICIES_URI}"))
+            raise McpError(types.ErrorData(code=RESOURCE_NOT_FOUND, message=f"resource not found: "
+                                           f"{str(uri)[:120]!r}; this server has {EPISODE_URI} and {POLICIES_URI}"))
         ep = await episode()
         body = ep.opening()
+        body.update(turns=ep.session.steps, ended=ep.ended)
         if ep.ended:
             body.update(ep.ending())
         return json.dumps(body, sort_keys=True, default=str)
+
+    @server.subscribe_resource()
+    async def subscribe(uri: Any) -> None:
+        slot: _Slot = server.request_context.lifespan_context
+        if len(slot.subscribed) >= MAX_SUBSCRIPTIONS and str(uri) not in slot.subscribed:
+            raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"at most {MAX_SUBSCRIPTIONS} "
+                                           "subscriptions per session; unsubscribe from one first"))
+        slot.subscribed.add(str(uri)[:MAX_URI_CHARS])
+
+    @server.unsubscribe_resource()
+    async def unsubscribe(uri: Any) -> None:
+        slot: _Slot = server.request_context.lifespan_context
+        slot.subscribed.discard(str(uri)[:MAX_URI_CHARS])
 
     return server
