@@ -4,7 +4,7 @@
 
 nginx sends ``POST /v1/episodes`` round-robin and every ``/v1/episodes/<id>...`` request to the instance
 its id names (a ``map`` on the path); a WebSocket that names its episode (``/v1/ws?episode=ID``, as the
-client's ``attach`` does) goes there too. A proxy killed mid-episode and started again: the episodes
+client's ``attach`` does after a 421 from the wrong instance) goes there too. A proxy killed mid-episode and started again: the episodes
 go on. Needs nginx (``apt-get install -y nginx-light``); skips without it unless
 ``REHEARSAL_REQUIRE_NGINX=1``.
 """
