@@ -8,7 +8,9 @@ Every frame is a JSON text (or binary) frame; every frame the client sends gets 
 - ``{"op": "start", "world": ..., "scenario": ..., ...}``: ``POST /v1/episodes`` (201); the episode
   becomes the connection's episode.
 - ``{"op": "attach", "episode_id": ...}``: take an episode of this key started elsewhere (over HTTP,
-  or on a connection that dropped) as the connection's episode; ``GET /v1/episodes/{id}`` (200).
+  or on a connection that dropped) as the connection's episode; ``GET /v1/episodes/{id}`` (200). With
+  ``--workers N``, an episode another worker holds is reached through a relay (``_relay``): every later
+  frame goes to that worker; an episode of another ``--instance`` is 421.
 - ``{"action": ..., "step_index": N}``: ``POST /v1/episodes/{id}/step`` on the connection's episode:
   the same step indexes (409 with ``expected_step_index``), the same idempotent retry of the last
   step, the same caveats, the same 422 for a malformed frame and the same rejected attempt for an
