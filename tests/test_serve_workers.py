@@ -27,6 +27,7 @@ import pytest
 
 import rehearsal_env
 from rehearsal_env.agents import make_agent
+from rehearsal_env.cli import main as cli
 from rehearsal_env.client import ApiError, AtCapacity, Client, WebSocketSession
 from rehearsal_env.readiness import assess
 from rehearsal_env.records import read_records
@@ -235,3 +236,9 @@ def test_a_killed_worker_s_open_episodes_are_recorded_with_the_cause_and_the_cal
     mine = [r for r in read_records(out / "shop-outcome") if r.episode_id in {s["episode_id"] for v in held.values()
                                                                               for s in v}]
     assert len(mine) == sum(len(v) for v in held.values())  # each once, none lost
+
+
+def test_an_instance_name_that_cannot_prefix_an_id_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["serve", "--world", "shop", "--instance", "Node_A", "--port", "0"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rehearsal: error: expected an instance name") and "'Node_A'" in err and "\n" not in err
