@@ -4,9 +4,10 @@
 
 nginx sends ``POST /v1/episodes`` round-robin and every ``/v1/episodes/<id>...`` request to the instance
 its id names (a ``map`` on the path); a WebSocket that names its episode (``/v1/ws?episode=ID``, as the
-client's ``attach`` does after a 421 from the wrong instance) goes there too. A proxy killed mid-episode and started again: the episodes
-go on. Needs nginx (``apt-get install -y nginx-light``); skips without it unless
-``REHEARSAL_REQUIRE_NGINX=1``.
+client's ``attach`` does after a 421 from the wrong instance) goes there too. A proxy killed mid-episode
+and started again: the episodes go on. An instance killed mid-episode: the proxy answers 503 with
+Retry-After; the instance started again records the episode with its cause. Needs nginx
+(``apt-get install -y nginx-light``); skips without it unless ``REHEARSAL_REQUIRE_NGINX=1``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ server {{
         proxy_buffering off;
         proxy_request_buffering off;
         proxy_read_timeout 180s;
+        error_page 502 504 = @unreachable;
+    }}
+    location @unreachable {{
+        default_type application/json;
+        add_header Retry-After 5 always;
+        return 503 '{{"cause": "instance_unreachable",
+            "detail": "the server holding this episode cannot be reached; retry (a step is never applied twice)"}}';
     }}
     location = /v1/ws {{
         proxy_pass http://$rehearsal_ws_owner;
@@ -102,11 +110,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def instance(tmp_path: Path, name: str) -> Iterator[tuple[str, Path]]:
-    """``rehearsal serve --instance NAME`` on a free port, recording under its own folder; stopped with SIGINT."""
+def instance(tmp_path: Path, name: str, port: int = 0) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
+    """``rehearsal serve --instance NAME`` on ``port`` (0: a free one), recording under its own folder; (its
+    address, its --out, its process). Stopped with SIGINT."""
     out = tmp_path / name
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--world", "shop", "--instance", name, "--port", "0",
-                             "--out", str(out), "--threads", "2"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--world", "shop", "--instance", name, "--port",
+                             str(port), "--out", str(out), "--threads", "2"], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -121,7 +130,7 @@ def instance(tmp_path: Path, name: str) -> Iterator[tuple[str, Path]]:
                 pass
             assert proc.poll() is None and time.monotonic() < deadline, f"instance {name} did not start"
             time.sleep(0.1)
-        yield address, out
+        yield address, out, proc
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
@@ -187,7 +196,7 @@ def test_every_instance_s_episodes_are_reached_through_one_nginx(tmp_path: Path)
     proxy = f"http://127.0.0.1:{port}"
     fresh = httpx.HTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
     with ExitStack() as stack:
-        (a, out_a), (b, out_b) = (stack.enter_context(instance(tmp_path, n)) for n in ("a", "b"))
+        (a, out_a, _), (b, out_b, b_proc) = (stack.enter_context(instance(tmp_path, n)) for n in ("a", "b"))
         client = stack.enter_context(Client(proxy, transport=fresh))
         with nginx(tmp_path, port, {"a": a, "b": b}) as first:
             started = [client.start("shop", SCENARIOS[n % 3], agent="ref", agent_version="1") for n in range(6)]
@@ -215,7 +224,27 @@ def test_every_instance_s_episodes_are_reached_through_one_nginx(tmp_path: Path)
                     if answer["terminated"]:
                         over_ws.append(answer)
                         break
+        # instance b killed mid-episode: meanwhile the proxy answers 503 with Retry-After; started again on the
+        # same --out, b records the episode not_scored (cause worker), and a request for it is told 410
+        doomed = client.start("shop", SCENARIOS[0], agent="ref", agent_version="1")
+        while not doomed["episode_id"].startswith("ep_b."):
+            play(client, doomed)
+            started.append(doomed)
+            doomed = client.start("shop", SCENARIOS[0], agent="ref", agent_version="1")
+        play(client, doomed, steps=1)
+        deadline = time.monotonic() + 30  # b's ended episodes are on disk (a kill loses a buffered record's verdict)
+        while len(list((out_b / ".workers").glob("*/ep_*.ended.json"))) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        b_proc.kill()
+        b_proc.wait()
+        step = {"action": "not a tool call", "step_index": 1}
+        unreachable = httpx.post(f"{proxy}/v1/episodes/{doomed['episode_id']}/step", json=step, timeout=30)
+        stack.enter_context(instance(tmp_path, "b", port=int(b.rsplit(":", 1)[1])))
+        lost = httpx.post(f"{proxy}/v1/episodes/{doomed['episode_id']}/step", json=step, timeout=30)
         client.close()
+    assert unreachable.status_code == 503 and unreachable.headers["retry-after"] == "5", unreachable.text
+    assert unreachable.json()["cause"] == "instance_unreachable"
+    assert lost.status_code == 410 and lost.json()["cause"] == "worker" and lost.json()["outcome"] == "not_scored"
     assert by_instance == {"ep_a", "ep_b"}, by_instance
     assert misdirected.value.status == 421 and "instance" in misdirected.value.detail
     assert {p["verdict"]["outcome"] for p in played + over_ws} == {"verified"}
@@ -224,6 +253,7 @@ def test_every_instance_s_episodes_are_reached_through_one_nginx(tmp_path: Path)
            (("a", out_a), ("b", out_b))}
     every = [*started, *over_http]
     for name in ("a", "b"):  # each instance recorded exactly its own episodes, each once, verified
-        assert sorted(str(i) for i in ids[name]) == sorted(s["episode_id"] for s in every
-                                                            if s["episode_id"].startswith(f"ep_{name}."))
-        assert set(ids[name].values()) == {"verified"}
+        assert sorted(str(i) for i in ids[name] if i != doomed["episode_id"]) == sorted(
+            s["episode_id"] for s in every if s["episode_id"].startswith(f"ep_{name}."))
+        assert {o for i, o in ids[name].items() if i != doomed["episode_id"]} == {"verified"}
+    assert ids["b"][doomed["episode_id"]] == "not_scored"

@@ -6,7 +6,8 @@ and writes it to the folder (``OUT/.workers/`` by default):
 - ``<tag>.json``: one worker: its pid, host, process start time, private URL and state (``serving``,
   ``stopped`` after a clean stop, ``died`` once another worker found it dead).
 - ``<tag>/<episode_id>.json``: the worker's journal: an episode it holds whose record is not yet on
-  disk (written when the episode starts, removed once its record has been flushed).
+  disk (written when the episode starts, renamed ``<episode_id>.ended.json`` when it ends, removed once
+  its record has been flushed).
 - ``<tag>.lost/<episode_id>.json``: an episode of a worker that died, as the worker that found it dead
   recorded it: ``not_scored`` with cause ``worker`` (unless its record had been written).
 
@@ -130,6 +131,8 @@ class Peers:
 
     def ended(self, session: Session) -> None:
         """``session`` ended and its record is buffered: its journal entry goes once the record is flushed."""
+        with contextlib.suppress(OSError):
+            (self.journal / f"{session.id}.json").replace(self.journal / f"{session.id}.ended.json")
         with self._lock:
             self._ended.append(session.id)
 
@@ -142,6 +145,7 @@ class Peers:
     def forget(self, episode_ids: list[str]) -> None:
         """Remove the journal entries of episodes whose records are on disk."""
         for episode_id in episode_ids:
+            (self.journal / f"{episode_id}.ended.json").unlink(missing_ok=True)
             (self.journal / f"{episode_id}.json").unlink(missing_ok=True)
 
     # -- dead workers -----------------------------------------------------------------
@@ -174,9 +178,11 @@ class Peers:
                 except ValueError:  # written when the process died: nothing to record it from
                     path.unlink()
                     continue
-                item["recorded_in"] = record(item, reason)
-                item["reason"] = reason
-                write_atomic(lost / path.name, json.dumps(item, sort_keys=True) + "\n")
+                item["reason"] = reason if not path.name.endswith(".ended.json") else (
+                    f"the episode had ended, but the server process holding it (worker {tag}, pid {entry['pid']}) died "
+                    f"before its record was written; its verdict was lost with it")
+                item["recorded_in"] = record(item, item["reason"])
+                write_atomic(lost / f"{item['episode_id']}.json", json.dumps(item, sort_keys=True) + "\n")
                 path.unlink()
             self._write(tag, {**entry, "state": DIED, "until": time.time(), "found_by": self.tag})
             self.forget_url(tag)

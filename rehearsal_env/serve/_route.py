@@ -14,6 +14,7 @@ when it did not answer in time.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ FORWARD_TIMEOUT = httpx.Timeout(connect=2.0, read=120.0, write=30.0, pool=30.0)
 """How long a forwarded request may take: connecting (the owner is on this host), and each read."""
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "transfer-encoding", "upgrade", "host", "date", "server"})
+DYING_S = 2.0
+"""How long a worker whose address refuses connections may take to exit before the caller is told 503 (retry)."""
 FORWARDED_BY = "x-rehearsal-forwarded-by"
 """A response header naming the worker that received a request and forwarded it to the episode's owner."""
 
@@ -75,6 +78,9 @@ def gone(state: ServerState, episode_id: str, tag: str) -> Refusal:
         return Refusal(404, {"detail": f"no episode {episode_id!r}: no worker {tag} of this server ever held it (an id "
                                        f"from another server run?); start one with POST /v1/episodes"})
     if entry.get("state") == SERVING:
+        deadline = time.monotonic() + DYING_S  # its address refused us: it is most likely exiting
+        while alive(entry) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if alive(entry):
             return Refusal(503, {"detail": f"the server process holding episode {episode_id} (worker {tag}) does not "
                                            f"answer (starting or stopping); retry (a step with the same step_index is "
@@ -91,7 +97,7 @@ def gone(state: ServerState, episode_id: str, tag: str) -> Refusal:
         return Refusal(410, {"detail": f"the server process that held episode {episode_id} (worker {tag}, pid "
                                        f"{entry.get('pid')}) died; the episode was not open then (it had ended and its "
                                        f"record was written). Start a new episode", "cause": "worker"})
-    return Refusal(410, {"detail": f"{lost['reason']}: episode {episode_id} was recorded not_scored (cause worker) in "
+    return Refusal(410, {"detail": f"{lost['reason']}. Episode {episode_id} was recorded not_scored (cause worker) in "
                                    f"{lost['recorded_in']}. Start a new episode", "cause": "worker",
                          "outcome": "not_scored", "recorded_in": lost["recorded_in"]})
 

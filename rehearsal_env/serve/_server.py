@@ -97,7 +97,8 @@ def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000
     """Serve ``config`` until interrupted; ``on_listen(url)`` is called once the socket is bound."""
     if workers < 1:
         raise ValueError(f"expected --workers >= 1, got {workers}")
-    if workers > 1 and config.peers is None:  # the workers find each other here (see _peers)
+    if config.peers is None:  # the workers find each other here, and a restarted server its dead predecessors
+        # (see _peers): even one process journals its open episodes, so that a kill loses none of them
         folder = Path(config.out) / ".workers" if config.out else Path(tempfile.mkdtemp(prefix="rehearsal-workers-"))
         config = replace(config, peers=str(folder.resolve()))
     os.environ[CONFIG_ENV] = config.to_json()
