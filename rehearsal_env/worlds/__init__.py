@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from .._home import home
 from ..schema import Column, Table, col
 from ._folder import (
     Application,
@@ -31,6 +32,10 @@ from ._world import Policy, Role, World, _unknown
 _BUILTIN = {"shop": "rehearsal_env.worlds.shop", "analytics": "rehearsal_env.worlds.analytics"}
 _REGISTRY: dict[str, Callable[[], World]] = {}
 _LOADED: dict[str, World] = {}
+_FROM_HOME: dict[tuple[str, str, str], World] = {}
+"""Worlds the state home names (added folders, imported data), by (kind, name, where): read from the home on
+every lookup, never copied into the process's registry, so a home that changes (another REHEARSAL_HOME, an
+entry removed) is what the next lookup sees."""
 
 
 def register_world(name: str, factory: Callable[[], World]) -> None:
@@ -70,16 +75,23 @@ def load_world(name: str) -> World:
     if name not in _REGISTRY and name in _BUILTIN:
         module = importlib.import_module(_BUILTIN[name])
         register_world(name, module.build_world)
-    if name not in _REGISTRY and (name in folder_worlds() or is_world_folder(name)):
-        folder = folder_worlds().get(name, name)  # a world from a folder: by its added name, or its path
-        _REGISTRY[name] = lambda: load_world_folder(folder)  # a path is no world name: not checked as one
-    if name not in _REGISTRY and name in imported_worlds():  # made from the user's data (rehearsal import)
-        register_world(name, lambda: load_imported(name))
-    if name not in _REGISTRY:
-        raise KeyError(_unknown("world", name, dict.fromkeys(world_names()), "rehearsal_env"))
-    if name not in _LOADED:
-        _LOADED[name] = _REGISTRY[name]()
-    return _LOADED[name]
+    if name in _REGISTRY:
+        if name not in _LOADED:
+            _LOADED[name] = _REGISTRY[name]()
+        return _LOADED[name]
+    folders = folder_worlds()
+    if name in folders or is_world_folder(name):  # a world from a folder: by its added name, or its path
+        folder = str(folders.get(name, name))
+        key = ("folder", name, folder)
+        if key not in _FROM_HOME:
+            _FROM_HOME[key] = load_world_folder(folder)
+        return _FROM_HOME[key]
+    if name in imported_worlds():  # made from the user's data (rehearsal import)
+        key = ("imported", name, str(home()))
+        if key not in _FROM_HOME:
+            _FROM_HOME[key] = load_imported(name)
+        return _FROM_HOME[key]
+    raise KeyError(_unknown("world", name, dict.fromkeys(world_names()), "rehearsal_env"))
 
 
 __all__ = [
