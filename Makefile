@@ -49,8 +49,8 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check rehearsal_env tests benchmarks training worlds measure.py
 	$(BIN)/mypy
 
-test: lint  ## ruff, mypy, then every test (why each skipped test skipped is listed at the end)
-	$(BIN)/python -m pytest -rs
+test: lint  ## ruff, mypy, then every test in 2 processes, a file each (why each skipped test skipped is listed at the end)
+	$(BIN)/python -m pytest -rs -n 2 --dist loadfile
 
 $(VENV)/.docs-stamp: $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,docs]"

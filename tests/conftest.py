@@ -81,7 +81,7 @@ def _part_of(reason: str) -> tuple[str, str, str]:
         return f"the {name!r} extra", f"pip install -e '.[{name}]'", f"REHEARSAL_REQUIRE_{require}"
     for what, pattern, how, require in _PARTS:
         if re.search(pattern, reason, re.IGNORECASE):
-            return what, how, f"REHEARSAL_REQUIRE_{require}"
+            return what, how, f"REHEARSAL_REQUIRE_{require}" if require else ""
     return "something else", "see each reason", ""
 
 
