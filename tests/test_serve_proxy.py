@@ -175,6 +175,14 @@ def nginx(tmp_path: Path, port: int, instances: dict[str, str]) -> Iterator[subp
             shutil.rmtree(home, ignore_errors=True)
 
 
+def recorded(out: Path) -> set[str]:
+    """The episode ids of the records written under ``out`` (none yet: empty)."""
+    try:
+        return {str(r.episode_id) for r in read_records(out / "shop-outcome")}
+    except (FileNotFoundError, ValueError):
+        return set()
+
+
 def agent_for(started: dict[str, Any]) -> Any:
     return make_agent("reference", rehearsal_env.load_world("shop").scenario(started["scenario"]))
 
@@ -232,8 +240,9 @@ def test_every_instance_s_episodes_are_reached_through_one_nginx(tmp_path: Path)
             started.append(doomed)
             doomed = client.start("shop", SCENARIOS[0], agent="ref", agent_version="1")
         play(client, doomed, steps=1)
+        ended_on_b = {s["episode_id"] for s in [*started, *over_http] if s["episode_id"].startswith("ep_b.")}
         deadline = time.monotonic() + 30  # b's ended episodes are on disk (a kill loses a buffered record's verdict)
-        while len(list((out_b / ".workers").glob("*/ep_*.ended.json"))) and time.monotonic() < deadline:
+        while not ended_on_b <= recorded(out_b) and time.monotonic() < deadline:
             time.sleep(0.1)
         b_proc.kill()
         b_proc.wait()

@@ -5,9 +5,9 @@ and writes it to the folder (``OUT/.workers/`` by default):
 
 - ``<tag>.json``: one worker: its pid, host, process start time, private URL and state (``serving``,
   ``stopped`` after a clean stop, ``died`` once another worker found it dead).
-- ``<tag>/<episode_id>.json``: the worker's journal: an episode it holds whose record is not yet on
-  disk (written when the episode starts, renamed ``<episode_id>.ended.json`` when it ends, removed once
-  its record has been flushed).
+- ``<tag>.journal``: the worker's journal, one JSON line appended per event: an episode started
+  (what its record needs), an episode ended. Rewritten with only the episodes whose records are not yet
+  on disk when it passes :data:`COMPACT_BYTES`; removed when the worker stops cleanly.
 - ``<tag>.lost/<episode_id>.json``: an episode of a worker that died, as the worker that found it dead
   recorded it: ``not_scored`` with cause ``worker`` (unless its record had been written).
 
@@ -34,9 +34,13 @@ from fastapi import FastAPI
 from filelock import FileLock
 
 from .._atomic import write_atomic
+from ._ids import EPISODE_ID
 from ._session import Session
 
 SERVING, STOPPED, DIED = "serving", "stopped", "died"
+COMPACT_BYTES = 1 << 20
+"""A journal longer than this is rewritten with only the episodes whose records are not yet on disk."""
+
 HOST = socket.gethostname()
 
 
@@ -78,9 +82,12 @@ class Peers:
 
     def __init__(self, folder: str | Path, tag: str) -> None:
         self.folder, self.tag = Path(folder), tag
-        self.journal = self.folder / tag
-        self.journal.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.journal = self.folder / f"{tag}.journal"
+        self._log = self.journal.open("a", encoding="utf-8", buffering=1)  # a line reaches the file as written
         self.url: str | None = None
+        self._open: dict[str, str] = {}  # episode id: its journal line, until its record is on disk
+        self._closed: set[str] = set()  # of those, the ones that ended
         self._ended: list[str] = []
         self._urls: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -104,6 +111,9 @@ class Peers:
 
     def stopped(self) -> None:
         """This worker stopped cleanly: every episode it held was ended and recorded."""
+        with self._lock:
+            self._log.close()
+            self.journal.unlink(missing_ok=True)
         entry = self.entry(self.tag)
         if entry is not None:
             self._write(self.tag, {**entry, "state": STOPPED, "until": time.time()})
@@ -124,16 +134,18 @@ class Peers:
     # -- the journal ---------------------------------------------------------------
     def opened(self, session: Session) -> None:
         """``session`` started here: journal what its record needs if this process dies."""
-        body = {"episode_id": session.id, "world": session.world.name, "scenario": session.scenario.id,
-                "seed": session.seed, "profile": session.profile, "agent": session.agent,
-                "agent_version": session.agent_version, "key_id": session.owner, "opened": time.time()}
-        (self.journal / f"{session.id}.json").write_text(json.dumps(body))
+        line = json.dumps({"episode_id": session.id, "world": session.world.name, "scenario": session.scenario.id,
+                           "seed": session.seed, "profile": session.profile, "agent": session.agent,
+                           "agent_version": session.agent_version, "key_id": session.owner}) + "\n"
+        with self._lock:
+            self._open[session.id] = line
+            self._log.write(line)
 
     def ended(self, session: Session) -> None:
-        """``session`` ended and its record is buffered: its journal entry goes once the record is flushed."""
-        with contextlib.suppress(OSError):
-            (self.journal / f"{session.id}.json").replace(self.journal / f"{session.id}.ended.json")
+        """``session`` ended and its record is buffered: it leaves the journal once the record is flushed."""
         with self._lock:
+            self._log.write(json.dumps({"ended": session.id}) + "\n")
+            self._closed.add(session.id)
             self._ended.append(session.id)
 
     def take_ended(self) -> list[str]:
@@ -143,10 +155,34 @@ class Peers:
         return ended
 
     def forget(self, episode_ids: list[str]) -> None:
-        """Remove the journal entries of episodes whose records are on disk."""
-        for episode_id in episode_ids:
-            (self.journal / f"{episode_id}.ended.json").unlink(missing_ok=True)
-            (self.journal / f"{episode_id}.json").unlink(missing_ok=True)
+        """Episodes whose records are on disk leave the journal (rewritten once it has grown past
+        :data:`COMPACT_BYTES`)."""
+        with self._lock:
+            for episode_id in episode_ids:
+                self._open.pop(episode_id, None)
+                self._closed.discard(episode_id)
+            if self._log.closed or self._log.tell() < COMPACT_BYTES:
+                return
+            ended = "".join(json.dumps({"ended": i}) + "\n" for i in self._closed)
+            write_atomic(self.journal, "".join(self._open.values()) + ended)
+            self._log.close()
+            self._log = self.journal.open("a", encoding="utf-8", buffering=1)
+
+    @staticmethod
+    def read_journal(path: Path) -> list[dict[str, Any]]:
+        """The episodes a journal holds (each with ``ended``: whether it had ended); a line cut short by the
+        process's death is skipped."""
+        started: dict[str, dict[str, Any]] = {}
+        ended: set[str] = set()
+        with contextlib.suppress(OSError), path.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    item = json.loads(line)
+                    if "ended" in item:
+                        ended.add(str(item["ended"]))
+                    else:
+                        started[str(item["episode_id"])] = item
+        return [{**item, "ended": episode_id in ended} for episode_id, item in started.items()]
 
     # -- dead workers -----------------------------------------------------------------
     def sweep(self, record: Callable[[dict[str, Any], str], str | None]) -> int:
@@ -172,18 +208,14 @@ class Peers:
             lost.mkdir(exist_ok=True)
             reason = (f"the server process holding the episode (worker {tag}, pid {entry['pid']}) died while the "
                       f"episode was open; its turns were lost with it")
-            for path in sorted((self.folder / tag).glob("ep_*.json")):
-                try:
-                    item = json.loads(path.read_text())
-                except ValueError:  # written when the process died: nothing to record it from
-                    path.unlink()
-                    continue
-                item["reason"] = reason if not path.name.endswith(".ended.json") else (
+            for item in self.read_journal(self.folder / f"{tag}.journal"):
+                item["reason"] = reason if not item["ended"] else (
                     f"the episode had ended, but the server process holding it (worker {tag}, pid {entry['pid']}) died "
                     f"before its record was written; its verdict was lost with it")
                 item["recorded_in"] = record(item, item["reason"])
-                write_atomic(lost / f"{item['episode_id']}.json", json.dumps(item, sort_keys=True) + "\n")
-                path.unlink()
+                if EPISODE_ID.fullmatch(str(item["episode_id"])):  # a file name is never taken on trust
+                    write_atomic(lost / f"{item['episode_id']}.json", json.dumps(item, sort_keys=True) + "\n")
+            (self.folder / f"{tag}.journal").unlink(missing_ok=True)
             self._write(tag, {**entry, "state": DIED, "until": time.time(), "found_by": self.tag})
             self.forget_url(tag)
             return 1
