@@ -90,6 +90,7 @@ class Peers:
         self._closed: set[str] = set()  # of those, the ones that ended
         self._ended: list[str] = []
         self._urls: dict[str, str] = {}
+        self._final: set[str] = set()  # workers known to have stopped or died
         self._lock = threading.Lock()
 
     # -- the registry ------------------------------------------------------------
@@ -190,8 +191,10 @@ class Peers:
         died = 0
         for path in self.folder.glob("*.json"):
             tag = path.stem
-            entry = self.entry(tag) if tag != self.tag else None
-            if entry is not None and entry.get("state") == SERVING and not alive(entry):
+            entry = self.entry(tag) if tag != self.tag and tag not in self._final else None
+            if entry is not None and entry.get("state") != SERVING:
+                self._final.add(tag)  # stopped or died: never read again (a folder of many past runs stays cheap)
+            elif entry is not None and not alive(entry):
                 died += self.adopt(tag, record)
         return died
 
