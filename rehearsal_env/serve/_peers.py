@@ -215,7 +215,10 @@ class Peers:
                 item["reason"] = reason if not item["ended"] else (
                     f"the episode had ended, but the server process holding it (worker {tag}, pid {entry['pid']}) died "
                     f"before its record was written; its verdict was lost with it")
-                item["recorded_in"] = record(item, item["reason"])
+                try:
+                    item["recorded_in"] = record(item, item["reason"])
+                except Exception as exc:  # noqa: BLE001 (a journal of another world version): keep the others going
+                    item["recorded_in"], item["record_error"] = None, f"{type(exc).__name__}: {str(exc)[:200]}"
                 if EPISODE_ID.fullmatch(str(item["episode_id"])):  # a file name is never taken on trust
                     write_atomic(lost / f"{item['episode_id']}.json", json.dumps(item, sort_keys=True) + "\n")
             (self.folder / f"{tag}.journal").unlink(missing_ok=True)

@@ -93,6 +93,10 @@ def gone(state: ServerState, episode_id: str, tag: str) -> Refusal:
                                        f"every episode it held was ended and recorded (an open one as given up, "
                                        f"ended_by server_shutdown). Start a new episode", "cause": "server_shutdown"})
     lost = peers.lost(tag, episode_id)
+    if lost is not None and lost.get("record_error"):
+        failed = lost["record_error"]
+        return Refusal(410, {"detail": f"{lost['reason']}. Recording episode {episode_id} failed ({failed}). Start a "
+                                       f"new episode", "cause": "worker", "outcome": "not_scored", "recorded_in": None})
     if lost is None or lost.get("recorded_in") is None:
         return Refusal(410, {"detail": f"the server process that held episode {episode_id} (worker {tag}, pid "
                                        f"{entry.get('pid')}) died; the episode was not open then (it had ended and its "
