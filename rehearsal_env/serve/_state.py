@@ -102,7 +102,10 @@ class ServerState:
 
     def sweep(self) -> int:
         """Record the open episodes of workers that died (see :class:`Peers`); how many workers were found dead."""
-        died = self.peers.sweep(self.record_lost) if self.peers is not None else 0
+        try:
+            died = self.peers.sweep(self.record_lost) if self.peers is not None else 0
+        except OSError:  # the shared folder is unreadable now: the next tick tries again
+            return 0
         if died and self.recorder is not None:
             self.recorder.flush()
         return died
