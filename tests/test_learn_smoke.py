@@ -61,8 +61,9 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
             assert {r.model for r in records} == {f"tiny-llama-{folder}@sha256:{sha[:16]}"}
             assert {r.agent for r in records} == {"learn-analytics"}
             assert all(r.model_calls for r in records), "the served model was never called"
-    versions = {r.agent_version for f in ("base", "sft") for r in read_records(tmp_path / f"dev-{f}")}
-    assert len(versions) == 2, versions
+    versions = {f: {r.agent_version for s in ("dev", "holdout") for r in read_records(tmp_path / f"{s}-{f}")}
+                for f in arms}
+    assert versions == {"base": {"v1"}, "sft": {"v2"}, "sft-grpo": {"v3"}}, versions  # holdout: dev's versions
     base_sha = (tmp_path / "dev-base" / "weights.sha256").read_text()
     assert base_sha != (tmp_path / "dev-sft" / "weights.sha256").read_text(), "SFT left the weights unchanged"
     report = json.loads((tmp_path / "report.json").read_text())

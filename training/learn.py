@@ -120,11 +120,13 @@ def evaluate(model: Any, arm: str, split: str, ids: list[str], source: Path, out
         export_gguf(model, source, gguf, args.gguf_dtype)
     sha = file_sha(gguf)
     base = "tiny-llama" if args.smoke else "smollm2-135m"
-    profile, _ = ProfileStore(out / "profiles").register(AgentProfile(
+    store, profile = ProfileStore(out / "profiles"), AgentProfile(
         name=f"learn-{world.name}", model=f"{base}-{folder}@sha256:{sha[:16]}",
         sampling=Sampling(temperature=0.0, seed=0, max_tokens=args.eval_max_new_tokens),
         max_model_calls=args.max_model_calls or None, context=CONTEXT, max_call_s=300.0,
-        provider=Provider(stream=False)))
+        provider=Provider(stream=False))
+    known = [v for v in store.versions(profile.name) if v.content_hash == profile.content_hash]
+    profile = known[0] if known else store.register(profile)[0]  # holdout plays the version dev played
     run_dir = out / f"{split}-{folder}"
     t0 = time.monotonic()
     with served(gguf, out / f"server-{split}-{folder}.log", n_ctx=CONTEXT, threads=args.threads) as url:
