@@ -53,8 +53,8 @@ def _shape_keys(config: Any, arch: str) -> dict[str, int]:
 def export_gguf(model: Any, source: str | Path, dest: str | Path, dtype: str = "f32") -> Path:
     """Write ``model`` (a transformers ``LlamaForCausalLM``) to ``dest`` with ``source``'s metadata and tokenizer.
 
-    ``dtype``: ``f32`` (exact), ``f16`` or ``q8_0`` (llama.cpp's 8-bit blocks: the fastest on a CPU). Raises ValueError when the model is not a llama or a tensor of
-    ``source`` has no counterpart in the model."""
+    ``dtype``: ``f32`` (exact), ``f16`` or ``q8_0`` (llama.cpp's 8-bit blocks). Raises ValueError when the model
+    is not a llama or a tensor of ``source`` has no counterpart in the model."""
     if dtype not in DTYPES:
         raise ValueError(f"export_gguf: dtype {dtype!r} is not one of {sorted(DTYPES)}")
     config = model.config
