@@ -50,7 +50,7 @@ lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/mypy
 
 test: lint  ## ruff, mypy, then every test in 2 processes, a file each (why each skipped test skipped is listed at the end)
-	$(BIN)/python -m pytest -rs -n 2 --dist loadfile
+	$(BIN)/python -m pytest -rs -n 2 --dist loadfile --no-loadscope-reorder
 
 $(VENV)/.docs-stamp: $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev,docs]"

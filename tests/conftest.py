@@ -58,8 +58,9 @@ def postgres_dsn() -> Iterator[str]:
 
 
 # --- The slowest files start first ------------------------------------------------------------------------
-# `make test` runs the files in 2 processes (pytest-xdist, a file each, handed out in collection order). A file
-# of minutes that starts last runs alone at the end; started first, it runs beside everything else.
+# `make test` runs the files in 2 processes (pytest-xdist, a file each, handed out in collection order:
+# --no-loadscope-reorder, else xdist hands out the files with the most tests first). A file of minutes that
+# starts last runs alone at the end; started first, it runs beside everything else.
 SLOW_FIRST = ("test_learn_smoke.py", "test_live_model.py", "test_gguf_export.py", "test_gateway.py",
               "test_infra_faults.py", "test_runner.py", "test_versions.py", "test_grpo_smoke.py", "test_pool.py",
               "test_serve_workers.py", "test_serve_proxy.py", "test_resume_midway.py", "test_measure.py")
