@@ -14,37 +14,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..backends import SQLiteDatabase
-from ..checks import Check, CheckResult
+from ..checks import Check
 from ..clock import frozen_world
 from ..provenance import provenance_of
 from ..records import EpisodeRecord, RowChange, as_json
 from ..schema import Table
 from ..services import duplicate_effects
-from ..verdict import decide, run_check
+from ..verdict import judge
 from ..versions import load_content
 from ..worlds import World, load_world
 
 ScenarioChecks = tuple[tuple[Check, ...], tuple[Check, ...]]
 """A scenario's (goal checks, hard rules)."""
-
-
-def _defects(world: World, checks: Sequence[Check], results: Sequence[CheckResult],
-             touched: bool) -> tuple[CheckResult, ...]:
-    """The errored results whose checks error on the untouched snapshot as well (as in the live episode:
-    those are the world's defect, the others the agent's)."""
-    errored = [(check, result) for check, result in zip(checks, results, strict=True) if result.error]
-    if not errored or not touched:
-        return tuple(result for _, result in errored)
-    snapshot = end_state(world, ())
-    try:
-        return tuple(result for check, result in errored if run_check(snapshot, check, result.kind).error)
-    finally:
-        snapshot.close()
 
 
 def end_state(world: World, changes: Sequence[RowChange]) -> SQLiteDatabase:
@@ -155,7 +142,9 @@ def recheck(record: EpisodeRecord, checks: ScenarioChecks, world: World | None =
     world = world or world_of(record)
     state = end_state(world, record.changes)
     try:
-        results = [run_check(state, c, "goal") for c in goal] + [run_check(state, c, "hard_rule") for c in rules]
+        # judged as the live episode is: an errored check is the world's only if the snapshot errors too
+        outcome, checked, _ = judge(state, goal, rules, snapshot=lambda: closing(end_state(world, ())))
+        results = list(checked)
         duplicates = duplicate_effects(state)
     finally:
         state.close()
@@ -171,8 +160,6 @@ def recheck(record: EpisodeRecord, checks: ScenarioChecks, world: World | None =
         if stored is not None and (stored.held, stored.passed) != (as_json(now.held), now.passed):
             differences.append(f"check {stored.name!r}: stored held={stored.held} passed={stored.passed}, "
                                f"re-run with the published check held={as_json(now.held)} passed={now.passed}")
-    outcome, _ = decide([r for r in results if r.kind == "goal"], [r for r in results if r.kind == "hard_rule"],
-                        defects=_defects(world, (*goal, *rules), results, bool(record.changes)))
     if outcome.value != record.outcome:
         differences.append(f"outcome: stored {record.outcome}, re-run {outcome.value}")
     if duplicates != record.duplicate_effects:
