@@ -5,6 +5,7 @@
 set -euo pipefail
 REHEARSAL=${REHEARSAL:-rehearsal}
 WORK=$(mktemp -d)
+: >"$WORK/serve.log"  # created here: the background job opens its redirect only once it is scheduled
 "$REHEARSAL" serve --port 0 --world shop --out "$WORK/runs" --log-level "${LOG_LEVEL:-warning}" >"$WORK/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
