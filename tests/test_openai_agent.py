@@ -267,6 +267,19 @@ def test_in_flight_episodes_record_what_a_serial_run_records(server: ModelServer
     assert comparable(tmp_path / "serial") == comparable(tmp_path / "inflight")
 
 
+def test_each_repeat_sends_its_own_seed_the_same_on_a_rerun(tmp_path: Path) -> None:
+    """Repeat k resets with seed + k and sends sampling.seed + that seed: repeats sample their own replies."""
+    seeds: list[list[int]] = []
+    for attempt in range(2):
+        with ModelServer(world=load_world("shop")) as s:
+            profile = AgentProfile(name="p", model="seeded", sampling=Sampling(temperature=0.7, seed=7))
+            run(RunConfig(world="shop", agent="p", agent_version="v1", scenarios=DEV[:1], repeats=3, seed=10,
+                          agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=s.base_url)),
+                tmp_path / str(attempt))
+            seeds.append([r["seed"] for r in s.requests if len(r["messages"]) == 2])  # each episode's first call
+    assert seeds[0] == seeds[1] == [17, 18, 19]
+
+
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_provider_that_stays_down_is_not_scored(tmp_path: Path, concurrency: int) -> None:
     with ModelServer() as down:  # no world: scripted replies only

@@ -61,6 +61,8 @@ from ._reply import CUT_OFF_TIME, CUT_OFF_TOKENS, ModelReply, complete, complete
 MAX_RAW = 2000
 """Characters of a malformed reply kept in the rejected action."""
 NOT_RUN = {"status": "not_run", "error": "the episode ended before this call ran"}
+SEED_RANGE = 2**31
+"""Provider seeds are ``(sampling.seed + the episode's reset seed) % SEED_RANGE`` (an OpenAI seed is an int32)."""
 NOTE_PREFIX = "[From the environment, not the customer] "
 """How the one-request note about a dropped reply starts."""
 REJECTED_KINDS = {
@@ -157,6 +159,8 @@ class Conversation:
         self._waiting: list[str] = []
         """Customer messages that arrived mid-batch; they follow the batch's tool messages."""
         self._contacts = 0
+        self._episode_seed = 0
+        """The episode's reset seed (``info["seed"]``), added to the profile's sampling seed."""
 
     # -- observations in ---------------------------------------------------------
     def next_action(self, observation: str, info: dict[str, Any]) -> str | None:
@@ -175,6 +179,7 @@ class Conversation:
         return None
 
     def _start(self, info: dict[str, Any]) -> None:
+        self._episode_seed = int(info.get("seed") or 0)
         self.tools = list(info.get("tools") or [])
         self._tool_names = {t["function"]["name"] for t in self.tools}
         self.messages.append({"role": "system", "content": system_prompt(self.profile.instructions, info)})
@@ -225,6 +230,8 @@ class Conversation:
         request: dict[str, Any] = {**self.profile.provider.request_params(bool(self.tools)),
                                    "model": self.profile.model, "messages": messages,
                                    **self.profile.sampling.request_params()}
+        if "seed" in request:  # each repeat (reset with seed + k) samples its own replies, reproducibly
+            request["seed"] = (request["seed"] + self._episode_seed) % SEED_RANGE
         if self.tools:
             request["tools"] = self.tools
         return request

@@ -90,7 +90,8 @@ class Sampling:
     top_p: float | None = None
     """Nucleus sampling mass, in (0, 1]."""
     seed: int | None = None
-    """The provider's sampling seed (best effort on most providers)."""
+    """The provider's sampling seed (best effort on most providers); each episode sends it plus the episode's
+    reset seed, so repeat ``k`` (reset with ``seed + k``) samples its own replies, the same on every rerun."""
     max_tokens: int | None = None
     """Most tokens one reply may have; a reply cut off there is a rejected attempt."""
 

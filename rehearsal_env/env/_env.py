@@ -153,6 +153,7 @@ class RehearsalEnv(gym.Env[str, str]):
             "role": self.scenario.role,
             "policies": [p.text for p in self.world.policies],
             "tools": [t.schema() for t in self.tools.values()],
+            "seed": seed,
         }
         return observation, info
 
