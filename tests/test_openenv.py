@@ -49,7 +49,7 @@ def server() -> Iterator[ServerThread]:
 
 def _gym(scenario_id: str, agent: str) -> tuple[list[dict[str, Any]], list[str], Any, float]:
     """The calls the scripted ``agent`` makes on the Gymnasium env, its observations, verdict and reward (rl)."""
-    env = rehearsal_env.make(f"shop/{scenario_id}", profile="rl")
+    env = rehearsal_env.make(f"shop/{scenario_id}", reward_profile="rl")
     policy = make_agent(agent, env.scenario)
     observation, info = env.reset(seed=0)
     calls, observations, done, reward = [], [], False, 0.0

@@ -65,7 +65,7 @@ def _actions(completion: list[Any], tokens: int) -> list[str]:
 
 
 def _gym(scenario: str, actions: list[str]) -> tuple[Any, float]:
-    env = rehearsal_env.make(f"shop/{scenario}", profile="rl")
+    env = rehearsal_env.make(f"shop/{scenario}", reward_profile="rl")
     env.reset(seed=0)
     info: dict[str, Any] = {}
     reward = 0.0
