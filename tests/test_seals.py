@@ -263,3 +263,24 @@ def test_a_damaged_run_is_never_sealed(sealed: tuple[Path, Path], tmp_path: Path
     truncated(copy, sealed[1])
     with pytest.raises(ValueError, match="truncated"):
         seal_run(copy)
+
+
+def test_a_part_changed_after_it_was_checked_is_checked_again(sealed: tuple[Path, Path], tmp_path: Path) -> None:
+    """Checked parts are remembered by path, size, times and inode (so a server's seal reads only its new part);
+    a byte flipped in place, with the old size and modification time put back, is still found."""
+    copy = tmp_path / "run"
+    shutil.copytree(sealed[0], copy)
+    assert read_records(copy)  # every part checked, and remembered
+    part = _parts(copy)[0]
+    before = part.stat()
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    with part.open("r+b") as fh:  # in place: the same inode
+        fh.write(data)
+    os.utime(part, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (part.stat().st_size, part.stat().st_mtime_ns, part.stat().st_ino) == \
+        (before.st_size, before.st_mtime_ns, before.st_ino)
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        read_records(copy)
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        seal_run(copy)

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock
 
 from .._atomic import write_atomic
+from ._facts import part_facts
 
 EPISODES_DIR = "episodes.parquet"
 """The records' directory inside a run directory."""
@@ -105,22 +105,20 @@ def forget_parts(directory: Path, names: Sequence[str]) -> None:
 def problem_of(path: Path, entry: dict[str, Any] | None, listed: bool) -> str | None:
     """What is wrong with one part (None: nothing)."""
     try:
-        data = path.read_bytes()
+        facts = part_facts(path)
     except OSError as exc:
         return f"cannot be read ({exc})"
     if listed:
         if entry is None:
             return "is not in the manifest (written by another program, or the run stopped while writing it)"
-        if len(data) != entry["bytes"]:
-            return f"has {len(data)} bytes, the manifest says {entry['bytes']} (truncated or overwritten)"
-        if sha256(data) != entry["sha256"]:
+        if facts.size != entry["bytes"]:
+            return f"has {facts.size} bytes, the manifest says {entry['bytes']} (truncated or overwritten)"
+        if facts.sha256 != entry["sha256"]:
             return "does not match its SHA-256 in the manifest (its bytes changed after it was written)"
-    try:
-        rows = pq.read_metadata(pa.BufferReader(data)).num_rows
-    except (pa.ArrowException, OSError) as exc:
-        return f"is not a readable Parquet file ({exc})"
-    if listed and entry is not None and rows != entry["rows"]:
-        return f"holds {rows} rows, the manifest says {entry['rows']}"
+    if facts.parquet_error is not None:
+        return f"is not a readable Parquet file ({facts.parquet_error})"
+    if listed and entry is not None and facts.rows != entry["rows"]:
+        return f"holds {facts.rows} rows, the manifest says {entry['rows']}"
     return None
 
 
@@ -178,10 +176,11 @@ def check_one_run(parts: Sequence[Path]) -> str | None:
     """The one run id the parts carry (None for no rows); :class:`MixedRuns` when they carry more."""
     ids: dict[str, list[str]] = {}
     for path in parts:
-        if "run_id" not in pq.read_schema(path).names:
-            continue  # a table that is not of our records names no run
-        for run_id in pc.unique(pq.read_table(path, columns=["run_id"]).column("run_id")).to_pylist():
-            ids.setdefault(str(run_id), []).append(path.name)
+        facts = part_facts(path)
+        if facts.parquet_error is not None:
+            raise RecordsDamaged(path, f"is not a readable Parquet file ({facts.parquet_error})")
+        for run_id in facts.run_ids or ():  # None: a table that is not of our records names no run
+            ids.setdefault(run_id, []).append(path.name)
     if len(ids) > 1:
         named = "; ".join(f"{run_id} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
                           for run_id, names in sorted(ids.items()))

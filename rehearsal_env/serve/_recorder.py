@@ -62,6 +62,9 @@ class Recorder:
         self._pending: dict[Path, list[EpisodeRecord]] = {}
         self._lock = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time: a second waits until the first has written
+        self._rows: dict[tuple[str, int, int, int, int], list[SummaryRow]] = {}
+        """Each part's summary rows by the part's path, size, modification and change times and inode: a part is
+        read once for the summaries, not at every flush (parts are never rewritten; a changed one is read again)."""
 
     def run_dir(self, world: str, provenance: Provenance) -> RunDir:
         """The run directory for episodes of ``world`` under ``provenance`` (created on first use).
@@ -168,10 +171,15 @@ class Recorder:
                 counters[key] = max(counters.get(key, 0), row["repeat"] + 1)
         return counters
 
-    @staticmethod
-    def _write_summary(path: Path) -> None:
-        rows = [SummaryRow(**row) for f in part_files(path)
-                for row in pq.read_table(f, columns=list(SummaryRow._fields)).to_pylist()]
+    def _write_summary(self, path: Path) -> None:
+        rows: list[SummaryRow] = []
+        for f in part_files(path):
+            st = f.stat()
+            key = (str(f), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            if key not in self._rows:
+                self._rows[key] = [SummaryRow(**row) for row in
+                                   pq.read_table(f, columns=list(SummaryRow._fields)).to_pylist()]
+            rows.extend(self._rows[key])
         summary = summary_of(rows)
         summary["config"] = {**json.loads((path / SERVE_FILE).read_text()), "served": True}
         _write_json(path / "summary.json", summary)

@@ -1,0 +1,82 @@
+"""What one part file holds (SHA-256, bytes, rows, run ids), read once per version of the file in a process.
+
+Every check of a run's records (:mod:`._manifest`) and every seal (:mod:`._seal`) compares each part's
+bytes with the manifest. A long-lived writer such as ``rehearsal serve`` seals its run directory after
+every part it adds, so without a memo each seal would read and hash every part written before it, and
+a server's records would cost more with every episode it had recorded. The facts of a part are kept
+in this process's memory only (nothing on disk can vouch for them) under the file's path, size,
+modification time, change time, inode and device: a file changed in any way, even rewritten with its
+old size and modification time, has another change time (which no program can set back), so it is
+read again. A file that cannot be read is never memoised; one that is not Parquet is, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+MAX_MEMO = 100_000
+"""Parts whose facts are kept (the least recently used are dropped beyond)."""
+
+
+@dataclass(frozen=True)
+class PartFacts:
+    """What one part file holds."""
+
+    sha256: str
+    """The SHA-256 of its bytes."""
+    size: int
+    """Its length in bytes."""
+    rows: int | None
+    """Rows in its Parquet metadata (None: not readable as Parquet)."""
+    run_ids: tuple[str, ...] | None
+    """The distinct run ids of its rows (None: no ``run_id`` column, so not our records, or not Parquet)."""
+    parquet_error: str | None = None
+    """Why it cannot be read as Parquet (None: it can)."""
+
+
+_memo: OrderedDict[tuple[str, int, int, int, int, int], PartFacts] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _key(path: Path, st: os.stat_result) -> tuple[str, int, int, int, int, int]:
+    return (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def part_facts(path: Path) -> PartFacts:
+    """The facts of ``path``, read (and memoised) unless this version of the file was read before.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    key = _key(path, path.stat())
+    with _lock:
+        known = _memo.get(key)
+        if known is not None:
+            _memo.move_to_end(key)
+            return known
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+        run_ids: tuple[str, ...] | None = None
+        if "run_id" in pq.read_schema(pa.BufferReader(data)).names:
+            column = pq.read_table(pa.BufferReader(data), columns=["run_id"]).column("run_id")
+            run_ids = tuple(str(i) for i in pc.unique(column).to_pylist())
+        facts = PartFacts(digest, len(data), rows, run_ids)
+    except (pa.ArrowException, OSError) as exc:
+        facts = PartFacts(digest, len(data), None, None, str(exc))
+    if _key(path, path.stat()) == key:  # unchanged while it was read: these facts are this version's
+        with _lock:
+            _memo[key] = facts
+            while len(_memo) > MAX_MEMO:
+                _memo.popitem(last=False)
+    return facts
