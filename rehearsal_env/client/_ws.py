@@ -9,6 +9,7 @@ subclasses as :class:`~rehearsal_env.client.Client`.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import uuid
@@ -19,6 +20,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
 from ._client import ApiError, raise_status
+
+_DIRECT: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+"""websockets 17 warns when ``connect()`` is not a ``with`` block unless ``legacy=True`` asks for the connection
+itself, which older versions always return; this session keeps its connection across calls."""
 
 PATH = "/v1/ws"
 MISDIRECTED = 421
@@ -57,7 +62,8 @@ class WebSocketSession:
     def _connect(self) -> ClientConnection:
         # ?episode=ID changes nothing at the server; a reverse proxy in front of several servers routes on it
         url = self.url if self.episode_id is None else f"{self.url}?{urlencode({'episode': self.episode_id})}"
-        ws = connect(url, additional_headers=self._headers, open_timeout=self.timeout, compression=None, max_size=None)
+        ws = connect(url, additional_headers=self._headers, open_timeout=self.timeout, compression=None, max_size=None,
+                     **_DIRECT)
         if self.episode_id is not None:  # a new connection after a lost one: the episode goes on
             self._exchange(ws, {"op": "attach", "episode_id": self.episode_id})
         return ws
