@@ -168,13 +168,17 @@ class SessionTable:
             except BaseException:
                 self.pool.release(world, db)
                 raise
-            run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
-            session = Session(id=self.new_id(), owner=who.key_id, world=world, scenario=scenario,
-                              seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
-                              db=db, run_dir=run_dir, last_step=time.monotonic(), opening=opening, steps=steps)
-            env.episode.id = session.id  # its record carries the id the client knows
-            if self.journal is not None:
-                self.journal.opened(session)
+            try:  # a run directory or journal entry that cannot be written gives the database back
+                run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
+                session = Session(id=self.new_id(), owner=who.key_id, world=world, scenario=scenario,
+                                  seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
+                                  db=db, run_dir=run_dir, last_step=time.monotonic(), opening=opening, steps=steps)
+                env.episode.id = session.id  # its record carries the id the client knows
+                if self.journal is not None:
+                    self.journal.opened(session)
+            except BaseException:
+                self.pool.release(world, db)
+                raise
             with self._lock:
                 self._live[session.id] = session
                 self.started += 1
