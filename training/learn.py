@@ -192,6 +192,7 @@ def smoke_model(tokenizer: Any) -> LlamaForCausalLM:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    began = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still stops the model servers
     torch.manual_seed(args.seed)
     if args.device == "cpu":
@@ -321,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                                       out, args, world, repeats=args.holdout_repeats if arm == "sft+grpo" else 1)
 
     # 6. measure: the table, the paired comparison, the learning curve
+    times["total_s"] = time.monotonic() - began
     report = measure_arms(curve, final, times, reads, args)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     plot_curve(report["dev"], out / "learning-curve.png")
@@ -341,7 +343,8 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
     train_s = {"base": 0.0, "improve": times["improve_s"], "sft": times["sft_s"],
                "sft+grpo": times["sft_s"] + times["grpo_s"]}
     dev = [{"arm": arm, **rate(e["run"]), "run": e["run"], "sha256": e["sha256"]} for arm, e in curve]
-    lines = [f"world {args.world}; load {times['load_s']:.0f} s, SFT {times['sft_s']:.0f} s, "
+    lines = [f"world {args.world}; whole pipeline {times.get('total_s', 0):.0f} s; load {times['load_s']:.0f} s, "
+             f"improve {times['improve_s']:.0f} s, SFT {times['sft_s']:.0f} s, "
              f"GRPO {times['grpo_s']:.0f} s; evaluations "
              + ", ".join(f"{split} {arm} {e.get('eval_s', 0):.0f} s" for split, group in (("dev", dict(curve)),
                                                                                       ("holdout", final))
@@ -397,14 +400,20 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
 
 
 def plot_curve(dev: list[dict[str, Any]], path: Path) -> None:
+    """Dev verified rate with its 95% interval at each evaluation point: the weights' path (base, SFT, SFT+GRPO)
+    as a line, the prompt-level improve arm (the base's weights) as a point of its own."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    x = range(len(dev))
-    ax.errorbar(x, [d["value"] for d in dev], yerr=[[d["value"] - d["low"] for d in dev],
-                                                    [d["high"] - d["value"] for d in dev]], fmt="o-", capsize=4)
-    ax.set_xticks(list(x), [d["arm"] for d in dev])
+    for arms, style, label in (({"base", "sft", "sft+grpo"}, "o-", "weights"), ({"improve"}, "s", "prompt")):
+        points = [(x, d) for x, d in enumerate(dev) if d["arm"] in arms]
+        if points:
+            ax.errorbar([x for x, _ in points], [d["value"] for _, d in points],
+                        yerr=[[d["value"] - d["low"] for _, d in points], [d["high"] - d["value"] for _, d in points]],
+                        fmt=style, capsize=4, label=label)
+    ax.set_xticks(range(len(dev)), [d["arm"] for d in dev])
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("dev verified rate (95% CI)")
     ax.set_title("learning curve (dev)")
+    ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
