@@ -76,6 +76,7 @@ class RemoteEnv(gym.Env[str, str]):
                         agent_version=self.agent_version)
         self.episode_id, self._active, self._step_index, self._last = started["episode_id"], True, 0, None
         info = {k: started[k] for k in ("world", "scenario", "split", "role", "policies", "tools", "caveats")}
+        info["seed"] = seed  # as the in-process env's reset says it
         return str(started["observation"]), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

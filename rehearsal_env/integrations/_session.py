@@ -66,7 +66,7 @@ class Session:
         self.env: RehearsalEnv | None = None
         """The env of the current episode (None before :meth:`start`)."""
         self.info: dict[str, Any] = {}
-        """``info`` of the env's reset: world, scenario, split, role, policies, tools."""
+        """``info`` of the env's reset: world, scenario, split, role, policies, tools, seed."""
 
     def start(self, scenario: str | Scenario, seed: int = 0) -> str:
         """Reset the database and start ``scenario``; return the first observation (the customer's request)."""
