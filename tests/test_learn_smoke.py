@@ -96,3 +96,15 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     twice = learn.measure_arms(curve, final, report["times"], 2, args)
     assert "HOLDOUT READ 2 TIMES for this --out (--reread-holdout)" in twice["text"]
     assert "HOLDOUT READ" not in report["text"]
+
+    # the floor read afterwards (training/holdout_floor.py): refused without the flag, then counted as a reading
+    floor = [sys.executable, str(SCRIPT.with_name("holdout_floor.py")), "--out", str(tmp_path), "--repeats", "3"]
+    refused = subprocess.run(floor, capture_output=True, text=True, timeout=600, env=ENV)
+    assert refused.returncode != 0 and "--reread-holdout" in refused.stderr
+    done = subprocess.run([*floor, "--reread-holdout"], capture_output=True, text=True, timeout=600, env=ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "HOLDOUT READ 2 TIMES" in done.stdout and "verified rate" in done.stdout
+    records = read_records(tmp_path / "holdout-sft-grpo-repeats3")
+    assert len(records) == 6 and {r.repeat for r in records} == {0, 1, 2}
+    assert {r.agent_version for r in records} == {"v4"}  # the weights the arm played, not a new version
+    assert json.loads((tmp_path / "holdout-read.json").read_text())["reads"] == 2
