@@ -38,9 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("holdout_floor.py: error: this reads holdout again with the same weights; pass "
                          "--reread-holdout (the reading is counted in holdout-read.json and printed)")
     folder = mine.arm.replace("+", "-")
+    marker = out / "holdout-read.json"
+    if not marker.exists() or not (out / f"holdout-{folder}" / "run.json").exists():
+        raise SystemExit(f"holdout_floor.py: error: expected a learn.py --out whose holdout was read (with "
+                         f"{marker.name} and holdout-{folder}/); {out} has not; run learn.py first")
     played = json.loads((out / f"holdout-{folder}" / "run.json").read_text())["config"]  # what learn.py ran
     profile = ProfileStore(out / "profiles").get(f"{played['agent']}@{played['agent_version']}")
-    marker = out / "holdout-read.json"
     reads = json.loads(marker.read_text())["reads"] + 1
     marker.write_text(json.dumps({"reads": reads, "reread_flag": True}) + "\n")
     args = learn.parse_args(["--world", played["world"], "--out", str(out), "--seed", str(played["seed"]),

@@ -7,6 +7,7 @@ The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
 """
 
 from ._capture import as_json, not_played_record, record_episode
+from ._facts import FileKey, file_key
 from ._inputs import inputs_from_record
 from ._manifest import MANIFEST, MixedRuns, RecordsDamaged, damaged_parts, forget_parts, manifest_problems
 from ._parquet import (
@@ -73,6 +74,7 @@ __all__ = [
     "Seal",
     "SigningKeyError",
     "EpisodeRecord",
+    "FileKey",
     "PartWriter",
     "RewardComponent",
     "RowChange",
@@ -83,6 +85,7 @@ __all__ = [
     "checked_parts",
     "create_signing_key",
     "damaged_parts",
+    "file_key",
     "describe",
     "encode_part",
     "forget_parts",

@@ -13,7 +13,6 @@ read again. A file that cannot be read is never memoised; one that is not Parque
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -43,11 +42,15 @@ class PartFacts:
     """Why it cannot be read as Parquet (None: it can)."""
 
 
-_memo: OrderedDict[tuple[str, int, int, int, int, int], PartFacts] = OrderedDict()
+FileKey = tuple[str, int, int, int, int, int]
+"""A file's path, size, modification and change times (ns), inode and device: changes whenever its bytes do."""
+_memo: OrderedDict[FileKey, PartFacts] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _key(path: Path, st: os.stat_result) -> tuple[str, int, int, int, int, int]:
+def file_key(path: Path) -> FileKey:
+    """The key of ``path`` as it is now: anything read from it may be remembered under it."""
+    st = path.stat()
     return (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
@@ -57,7 +60,7 @@ def part_facts(path: Path) -> PartFacts:
     Raises:
         OSError: the file cannot be read.
     """
-    key = _key(path, path.stat())
+    key = file_key(path)
     with _lock:
         known = _memo.get(key)
         if known is not None:
@@ -74,7 +77,7 @@ def part_facts(path: Path) -> PartFacts:
         facts = PartFacts(digest, len(data), rows, run_ids)
     except (pa.ArrowException, OSError) as exc:
         facts = PartFacts(digest, len(data), None, None, str(exc))
-    if _key(path, path.stat()) == key:  # unchanged while it was read: these facts are this version's
+    if file_key(path) == key:  # unchanged while it was read: these facts are this version's
         with _lock:
             _memo[key] = facts
             while len(_memo) > MAX_MEMO:

@@ -22,7 +22,7 @@ from filelock import FileLock
 
 from ..env import Episode
 from ..provenance import OUTCOME_PROFILE, Provenance
-from ..records import EpisodeRecord, part_files, seal_run, write_bytes_atomic, write_part
+from ..records import EpisodeRecord, FileKey, file_key, part_files, seal_run, write_bytes_atomic, write_part
 from ..records import next_part as first_free_part
 from ..runner import RecordStamp, SummaryRow, summary_of
 from ..scenarios import Scenario
@@ -62,9 +62,9 @@ class Recorder:
         self._pending: dict[Path, list[EpisodeRecord]] = {}
         self._lock = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time: a second waits until the first has written
-        self._rows: dict[tuple[str, int, int, int, int], list[SummaryRow]] = {}
-        """Each part's summary rows by the part's path, size, modification and change times and inode: a part is
-        read once for the summaries, not at every flush (parts are never rewritten; a changed one is read again)."""
+        self._rows: dict[FileKey, list[SummaryRow]] = {}
+        """Each part's summary rows by the part's version: a part is read once for the summaries, not at every
+        flush (parts are never rewritten; a changed one is read again)."""
 
     def run_dir(self, world: str, provenance: Provenance) -> RunDir:
         """The run directory for episodes of ``world`` under ``provenance`` (created on first use).
@@ -174,8 +174,7 @@ class Recorder:
     def _write_summary(self, path: Path) -> None:
         rows: list[SummaryRow] = []
         for f in part_files(path):
-            st = f.stat()
-            key = (str(f), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            key = file_key(f)
             if key not in self._rows:
                 self._rows[key] = [SummaryRow(**row) for row in
                                    pq.read_table(f, columns=list(SummaryRow._fields)).to_pylist()]
