@@ -64,3 +64,29 @@ def test_fork_and_restore_refuse_what_they_cannot_do(tmp_path: Path) -> None:
         with pytest.raises(ApiError) as bad:
             client.restore(b"not a checkpoint")
         assert bad.value.status == 422 and "not a rehearsal-env checkpoint" in str(bad.value)
+
+
+def test_a_fork_starts_from_its_parent_state_not_from_what_another_episode_left_in_the_pool(tmp_path: Path) -> None:
+    """The server's spare databases are in the snapshot state whoever used them last: a fork at turn 0, after two
+    other episodes did the scenario's writes and gave their databases back, is still an untouched episode."""
+    scenario = rehearsal_env.load_world("shop").scenario("refund-item-0001")
+    with serving(tmp_path) as url:
+        writers = [RemoteEnv(url, SCENARIO) for _ in range(2)]
+        actions: list[str] = []
+        opened = [writer.reset(seed=0) for writer in writers]  # both open at once: two databases written and given back
+        for writer, (observation, info) in zip(writers, opened, strict=True):
+            agent = make_agent("reference", scenario)
+            while True:
+                action = agent(observation, info)
+                actions.append(action)
+                observation, _, terminated, truncated, info = writer.step(action)
+                if terminated or truncated:
+                    break
+            assert info["verdict"]["outcome"] == "verified"
+        finish = actions[-1]
+        assert '"finish"' in finish
+        honest = RemoteEnv(url, SCENARIO)
+        honest.reset(seed=0)
+        branch = honest.fork()
+        *_, info = branch.step(finish)
+        assert info["verdict"]["outcome"] == "not_achieved"

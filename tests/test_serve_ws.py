@@ -167,3 +167,19 @@ def test_a_dropped_connection_can_reattach_and_is_otherwise_freed_by_the_idle_ti
     assert polled["ended_by"] == "idle_timeout" and live == 0
     [record] = read_records(out / "shop-outcome")
     assert record.ending == "gave_up" and record.turns == 2  # the retried step taken once, then give_up
+
+
+def test_deeply_nested_bodies_are_a_422_over_http_and_an_error_frame_over_websocket(tmp_path: Path) -> None:
+    deep = '{"action": ' + "[" * 30_000 + "]" * 30_000 + ', "step_index": 0}'
+    with serving(tmp_path) as (url, http, _), ws(url) as conn:
+        started = http.post("/v1/episodes", content='{"world": ' + "[" * 30_000 + "]" * 30_000 + "}",
+                            headers={"content-type": "application/json"})
+        eid = http.post("/v1/episodes", json={"world": "shop", "scenario": SCENARIO}).json()["episode_id"]
+        stepped = http.post(f"/v1/episodes/{eid}/step", content=deep, headers={"content-type": "application/json"})
+        assert frame(conn, {"op": "start", "world": "shop", "scenario": SCENARIO})[0] == 201
+        code, body = frame(conn, deep)
+        after = frame(conn, {"action": LOOKUP, "step_index": 0})  # the connection is still there, nothing taken
+    assert 400 <= started.status_code < 500  # FastAPI's own body parser refuses it (never a 500)
+    assert stepped.status_code == 422 and "nested" in str(stepped.json())
+    assert code == 422 and "nested" in str(body)
+    assert after[0] == 200 and after[1]["turn"] == 1

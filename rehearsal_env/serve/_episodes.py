@@ -65,6 +65,9 @@ async def load_body(raw_body: bytes | str, state: ServerState, who: Principal) -
     except ValueError:
         raise HTTPException(422, 'expected a JSON object {"action": TEXT, "step_index": N}; the body is not '
                                  'JSON (or not UTF-8)') from None
+    except RecursionError:  # the parser's own depth bound: malformed input, answered like any other
+        raise HTTPException(422, 'expected a JSON object {"action": TEXT, "step_index": N}; the body is nested '
+                                 'deeper than the JSON parser reads (send the action as one JSON string)') from None
 
 
 def step_of(data: Any) -> tuple[int, str]:

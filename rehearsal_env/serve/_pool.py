@@ -10,7 +10,12 @@ from ..worlds import World
 
 
 class DatabasePool:
-    """Opened databases of each world, reset by the env at each episode's start.
+    """Opened databases of each world, always handed out in the world's snapshot state.
+
+    A database is reset when it is given back, so whatever an episode (of any key) wrote never reaches the
+    next user of that database: a fork or a restore, which writes its own state into a database without
+    resetting it first, starts from the snapshot plus that state and nothing else. The env also resets at
+    each episode's start.
 
     An idle SQLite database is a full copy of the world in memory: keep few spare. A PostgreSQL
     database lives in the server and costs a template clone to make: keep them all.
@@ -32,16 +37,18 @@ class DatabasePool:
             return open_database(world, self.backend, **self.options)
 
     def release(self, world: World, db: Database) -> None:
-        """Keep ``db`` spare, or close it when enough are."""
+        """Reset ``db`` and keep it spare, or close it when enough are kept (or it cannot be reset)."""
+        try:
+            db.reset()
+        except DatabaseError:
+            _close(db)
+            return
         with self._lock:
             spare = self._pool.setdefault(id(world), [])
             if len(spare) < self.spare:
                 spare.append(db)
                 return
-        try:
-            db.close()
-        except DatabaseError:
-            pass
+        _close(db)
 
     def warm(self, world: World) -> None:
         """Open one database of ``world`` and keep it spare (the snapshot or template is built now)."""
@@ -53,7 +60,11 @@ class DatabasePool:
             pools, self._pool = self._pool, {}
         for spare in pools.values():
             for db in spare:
-                try:
-                    db.close()
-                except DatabaseError:
-                    pass
+                _close(db)
+
+
+def _close(db: Database) -> None:
+    try:
+        db.close()
+    except DatabaseError:
+        pass
