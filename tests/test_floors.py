@@ -42,6 +42,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("records",),
     ("versions",),
     ("runner",),
+    # hosted episodes: who calls, the live sessions, forks and restores, what a caller sees; the transports above
+    ("episodes",),
     ("rescore", "serve", "pool"),
     ("client", "integrations"),
     ("measure",),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -12,8 +11,9 @@ from typing import Any
 import anyio
 
 from ..backends import BACKENDS
+from ..episodes import LOCAL, KeyStore, Principal, Scope, check_bind, default_keys_path
 from ..gateway import Ledger, check_link
-from ..serve import KeyStore, Principal, Scope, ServerThread, default_keys_path
+from ..serve import ServerThread
 from ..worlds import load_world
 
 KEY_ENV = "REHEARSAL_API_KEY"
@@ -32,9 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0: a free one, printed)")
-    p.add_argument("--key", help=f"an API key (`rehearsal keys create`; default: ${KEY_ENV}): the episodes' owner "
-                                 f"and scope; without one, the local build-and-evaluate principal")
-    p.add_argument("--keys", default=None, metavar="FILE", help=f"the keys file (default: {default_keys_path()})")
+    p.add_argument("--key", help=f"stdio only: an API key (`rehearsal keys create`; default: ${KEY_ENV}), the "
+                                 f"episodes' owner and scope; without one, the local build-and-evaluate principal")
+    p.add_argument("--keys", default=None, metavar="FILE",
+                   help=f"the keys file. Over HTTP every request must carry one of its keys (Authorization: Bearer); "
+                        f"without --keys, HTTP serves loopback clients only, as the local principal. Over stdio it "
+                        f"is where --key is looked up (default: {default_keys_path()})")
     p.add_argument("--seed", type=int, default=0, help="reset seed (default: 0)")
     p.add_argument("--reward-profile", metavar="NAME",
                    help="reward profile (benchmark or rl; default: the outcome reward)")
@@ -55,9 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _principal(args: argparse.Namespace) -> Principal:
+    """Who plays over stdio (the process that started this one): ``--key``'s key, else the local principal."""
     token = args.key or os.environ.get(KEY_ENV)
     if not token:
-        return Principal("local", Scope.BUILD_AND_EVALUATE)
+        return Principal(LOCAL, Scope.BUILD_AND_EVALUATE)
     store = KeyStore(args.keys or default_keys_path())
     if not store.path.exists():
         raise FileNotFoundError(f"expected a keys file at {store.path} for --key; create one with "
@@ -65,14 +69,7 @@ def _principal(args: argparse.Namespace) -> Principal:
     entry = store.authenticate(token.strip())
     if entry is None:
         raise ValueError(f"the key is not known to {store.path} (revoked, or from another keys file)")
-    return Principal(entry.id, entry.scope)
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
+    return Principal(entry.id, entry.scope, entry.agents)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -80,10 +77,20 @@ def handle(args: argparse.Namespace) -> int:
         from .. import harness
     except ImportError as exc:
         raise ValueError(f"rehearsal mcp needs the mcp extra ({exc}); pip install 'rehearsal-env[mcp]'") from None
-    who = _principal(args)
-    if args.transport == "http" and not _loopback(args.host) and who.key_id == "local":
-        raise ValueError(f"--host {args.host} is not loopback: give --key (an API key) so the episodes have an owner "
-                         f"and scope, or listen on 127.0.0.1")
+    keys: KeyStore | None = None
+    if args.transport == "http":
+        if args.key:
+            raise ValueError("--key is for stdio; over HTTP every client sends its own key (Authorization: Bearer) and "
+                             "the server checks it against --keys FILE")
+        if args.keys is not None:
+            keys = KeyStore(args.keys)
+            if not keys.path.exists():
+                raise FileNotFoundError(f"expected a keys file at {keys.path}; create keys with "
+                                        f"`rehearsal keys create --scope evaluate --file {keys.path}`")
+        check_bind(args.host, keys)
+        who = Principal(LOCAL, Scope.BUILD_AND_EVALUATE)  # each HTTP request's own principal replaces it
+    else:
+        who = _principal(args)
     runtime: Any = None
     if args.scenario:
         runtime = harness.episode_runtime(_episode_config(args, who, harness), _storage(args, harness))
@@ -94,7 +101,8 @@ def handle(args: argparse.Namespace) -> int:
         if args.transport == "stdio":
             anyio.run(harness.serve_stdio, server)
         else:
-            app = harness.http_app(server, host=args.host, session_idle_timeout=max(60.0, 2 * args.idle_timeout))
+            app = harness.http_app(server, host=args.host, session_idle_timeout=max(60.0, 2 * args.idle_timeout),
+                                   keys=keys)
             thread = ServerThread(app, host=args.host, port=args.port)  # type: ignore[arg-type]
             print(f"rehearsal mcp: listening on {thread.url}{harness.MCP_PATH}", file=sys.stderr, flush=True)
             thread.start()

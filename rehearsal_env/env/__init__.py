@@ -1,7 +1,7 @@
 """The env: an episode's step contract and its Gymnasium wrapper."""
 
 from ._action import MAX_ACTION_CHARS, MAX_DEPTH, MAX_TOKENS, action_text, parse_action, readable_action, record_text
-from ._checkpoint import CheckpointError, read_header
+from ._checkpoint import CheckpointError, Served, open_served, read_header, wrap_served
 from ._crash import ToolCrash
 from ._customer import Customer, ScriptedCustomer
 from ._env import CHARSET, MAX_ACTION, MAX_OBSERVATION, RehearsalEnv
@@ -37,7 +37,10 @@ __all__ = [
     "make",
     "parse_action",
     "prepare_spares",
+    "Served",
+    "open_served",
     "read_header",
+    "wrap_served",
     "readable_action",
     "record_text",
     "register_envs",

@@ -84,6 +84,59 @@ def encode(header: Mapping[str, Any], payload: Mapping[str, Any]) -> bytes:
     return MAGIC + _LENGTH.pack(len(head)) + head + body
 
 
+SERVED_MAGIC = b"REHEARSAL-SERVED-CHECKPOINT\n"
+"""The start of a checkpoint a server handed out: these bytes wrapped with the server's facts and their tag."""
+MAX_FACTS = 4096
+"""The longest facts block a served checkpoint may declare."""
+TAG_BYTES = 32
+"""The length of a served checkpoint's tag (HMAC-SHA256)."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A served checkpoint taken apart (nothing verified: :class:`rehearsal_env.episodes.CheckpointSeal` checks the
+    tag with the server's key)."""
+
+    signed: bytes
+    """The facts with their length prefix: what the tag covers, with :attr:`checkpoint`."""
+    facts: bytes
+    """The server's facts (canonical JSON)."""
+    tag: bytes
+    """The tag the server computed."""
+    checkpoint: bytes
+    """The env's checkpoint bytes inside."""
+
+
+def wrap_served(facts: bytes, tag_of: Any, checkpoint: bytes) -> bytes:
+    """``checkpoint`` wrapped with ``facts`` and ``tag_of(signed, checkpoint)`` (see :class:`Served`)."""
+    signed = _LENGTH.pack(len(facts)) + facts
+    return SERVED_MAGIC + signed + tag_of(signed, checkpoint) + checkpoint
+
+
+def open_served(data: bytes) -> Served | None:
+    """The parts of a served checkpoint; None for bytes that do not start like one.
+
+    Raises:
+        CheckpointError: a served checkpoint cut short or damaged.
+    """
+    data = bytes(data)
+    if not data.startswith(SERVED_MAGIC):
+        return None
+    rest = data[len(SERVED_MAGIC):]
+    size = _LENGTH.unpack_from(rest)[0] if len(rest) >= _LENGTH.size else -1
+    if not 0 <= size <= MAX_FACTS or len(rest) < _LENGTH.size + size + TAG_BYTES:
+        raise CheckpointError("the served checkpoint is cut short or damaged: take a new one")
+    end = _LENGTH.size + size
+    return Served(rest[:end], rest[_LENGTH.size:end], rest[end:end + TAG_BYTES], rest[end + TAG_BYTES:])
+
+
+def _inner(data: bytes) -> bytes:
+    """The env's checkpoint of ``data``: itself, or what a served checkpoint wraps (restoring it in your own process
+    needs no server key: the digest still guards it)."""
+    served = open_served(data)
+    return served.checkpoint if served is not None else bytes(data)
+
+
 def read_header(data: bytes) -> dict[str, Any]:
     """The header of checkpoint bytes, checked for layout and format version only (not the digest).
 
@@ -92,7 +145,7 @@ def read_header(data: bytes) -> dict[str, Any]:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CheckpointError(f"expected checkpoint bytes (from env.checkpoint()), got {type(data).__name__}")
-    data = bytes(data)
+    data = _inner(data)
     if len(data) < len(MAGIC) and MAGIC.startswith(data) and data:
         raise CheckpointError(f"the checkpoint is truncated: {len(data)} bytes, not even its {len(MAGIC)}-byte magic")
     if not data.startswith(MAGIC):
@@ -128,7 +181,7 @@ def decode(data: bytes, world: World) -> Checkpoint:
             version, or of another world or world version; each says what was expected.
     """
     header = read_header(data)
-    data = bytes(data)
+    data = _inner(data)
     start = len(MAGIC) + _LENGTH.size + _LENGTH.unpack_from(data, len(MAGIC))[0]
     body = data[start:]
     declared = header["payload_bytes"]

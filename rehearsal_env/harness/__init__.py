@@ -12,7 +12,7 @@ Needs the ``mcp`` extra (``pip install rehearsal-env[mcp]``).
 """
 
 from ._driver import Played, drive
-from ._episode import DISCONNECTED, EpisodeSpec, EpisodeTable, HostedEpisode
+from ._episode import DISCONNECTED, EpisodeSpec, HostedEpisode
 from ._mcp_episode import EPISODE_URI, LINK_HEADER, POLICIES_URI, PROMPT, EpisodeServerConfig, episode_server
 from ._mcp_product import MAX_RUN_EPISODES, TOOLS, Product, product_server
 from ._runtime import GATEWAY_FOLDER, EpisodeRuntime, Storage, episode_runtime
@@ -32,7 +32,6 @@ __all__ = [
     "EpisodeRuntime",
     "EpisodeServerConfig",
     "EpisodeSpec",
-    "EpisodeTable",
     "HostedEpisode",
     "Product",
     "Storage",

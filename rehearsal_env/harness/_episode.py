@@ -1,6 +1,6 @@
 """One episode played by a harness's tool calls, on the served-episode machinery.
 
-A :class:`HostedEpisode` is a session of :class:`~rehearsal_env.serve.SessionTable`: the same
+A :class:`HostedEpisode` is a session of :class:`~rehearsal_env.episodes.SessionTable`: the same
 reset, step contract, reaping and recording as an episode served over the HTTP API (run
 directory, records, whatever the served path stamps on them). A tool call becomes the action
 ``{"tool": NAME, "args": ARGS}``, one env step; the env judges it (a tool the role lacks, or
@@ -21,26 +21,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..episodes import Principal, SessionTable, ending_view
 from ..gateway import Ledger, check_link
 from ..scenarios import Scenario
-from ..serve import Principal, Session, SessionTable, verdict_view
 from ..verdict import NotScoredCause
 from ..worlds import World
 
 DISCONNECTED = "the harness disconnected before the episode ended"
 """The ``give_up`` reason of an episode whose harness closed its connection mid-episode."""
-
-
-class EpisodeTable(SessionTable):
-    """The served session table, plus ending a session as not scored for a failure no agent input causes."""
-
-    def abort(self, session: Session, cause: NotScoredCause, reason: str) -> Session:
-        """End an active session not scored because ``cause`` failed; record it."""
-        with session.lock:
-            if session.env is not None:
-                _, reward, _, _, info = session.env.abort(cause, reason)
-                self._finish(session, cause.value, reward, info)
-        return session
 
 
 @dataclass(frozen=True)
@@ -64,7 +52,7 @@ class EpisodeSpec:
 class HostedEpisode:
     """One live episode of ``table`` started for ``who``; calls are serialized by the session's lock."""
 
-    def __init__(self, table: EpisodeTable, who: Principal, spec: EpisodeSpec, *, ledger: Ledger | None = None,
+    def __init__(self, table: SessionTable, who: Principal, spec: EpisodeSpec, *, ledger: Ledger | None = None,
                  link: str | None = None) -> None:
         self.table, self.who, self.spec, self.ledger = table, who, spec, ledger
         self.session = table.create(who, spec.world, spec.scenario, seed=spec.seed, profile=spec.reward_profile,
@@ -138,8 +126,7 @@ class HostedEpisode:
 
     def ending(self) -> dict[str, Any]:
         s = self.session
-        return {"ended_by": s.ended_by, "reward": s.reward, "reward_detail": s.reward_detail,
-                "verdict": verdict_view(s.verdict, s.reward, self.who.scope, s.scenario.split),
+        return {"ended_by": s.ended_by, **ending_view(s, self.who),
                 "run_dir": str(s.run_dir.path) if s.run_dir else None, "caveats": s.caveats,
                 "gateway": None if self.ledger is None else {"link": self.link, "calls": self.counted,
                                                             "unmeasured_calls": self.unmeasured}}

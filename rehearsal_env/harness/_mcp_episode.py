@@ -41,10 +41,11 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
 
 from .._version import __version__
+from ..episodes import Principal, SessionTable
 from ..gateway import Ledger
 from ..integrations import system_prompt
-from ..serve import Principal
-from ._episode import EpisodeSpec, EpisodeTable, HostedEpisode
+from ._episode import EpisodeSpec, HostedEpisode
+from ._transport import principal_of
 
 LINK_HEADER = "x-rehearsal-link"
 """The HTTP header (or ``?link=`` query parameter) that names an episode's gateway link over streamable HTTP."""
@@ -63,7 +64,8 @@ class EpisodeServerConfig:
     spec: EpisodeSpec
     """The episode every session plays."""
     who: Principal
-    """Who starts the episodes (the key's id and scope; ``local`` without a key)."""
+    """Who starts the episodes over stdio (the key's id and scope; ``local`` without a key). Over HTTP each request's
+    own authenticated principal starts and owns its session's episode."""
     idle_timeout: float = 300.0
     """Seconds without a call after which a running episode is settled as given up."""
     ledger: Ledger | None = None
@@ -112,7 +114,7 @@ def _link_of(request: Any) -> str | None:
         query.get("link") if query is not None else None)
 
 
-def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
+def episode_server(config: EpisodeServerConfig, table: SessionTable,
                    on_end: Callable[[HostedEpisode], None] | None = None) -> Server[Any, Any]:
     """The MCP server of ``config``'s episode; sessions' episodes live in ``table``.
 
@@ -159,13 +161,24 @@ def episode_server(config: EpisodeServerConfig, table: EpisodeTable,
                                        lifespan=lifespan)
 
     async def episode() -> HostedEpisode:
+        """The session's episode, started for the caller at its first request; a request of another caller (over
+        HTTP: another key) is refused."""
         ctx = server.request_context
         slot: _Slot = ctx.lifespan_context
+        who = principal_of(ctx.request) or config.who
         async with slot.creating:
             if slot.episode is None:
+                if who.agents and spec.agent not in who.agents:
+                    raise McpError(types.ErrorData(code=types.INVALID_REQUEST, message=(
+                        f"this key (id {who.key_id}) plays only as agent(s) {', '.join(who.agents)}; this server "
+                        f"records its episodes as agent {spec.agent!r}. Start it with --agent set to one of those "
+                        f"names, or use a key made for this agent")))
                 link = _link_of(ctx.request) or config.link
                 slot.episode = await off_loop(
-                    partial(HostedEpisode, table, config.who, spec, ledger=config.ledger, link=link))
+                    partial(HostedEpisode, table, who, spec, ledger=config.ledger, link=link))
+        if slot.episode.who.key_id != who.key_id:
+            raise McpError(types.ErrorData(code=types.INVALID_REQUEST, message=(
+                f"episode {slot.episode.id} belongs to another key; only its owner may play or read it")))
         return slot.episode
 
     @server.list_tools()

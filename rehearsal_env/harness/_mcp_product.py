@@ -19,13 +19,13 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from .._version import __version__
+from ..episodes import Principal
 from ..measure import load_run, summarize, to_json
 from ..readiness import assess
 from ..records import read_records
 from ..rescore import rescore_run
 from ..rewards import profile_names
 from ..runner import RunConfig, run
-from ..serve import Principal
 from ..worlds import backend_for, load_world, world_names
 
 MAX_RUN_EPISODES = 500

@@ -9,9 +9,9 @@ from typing import Any
 
 from mcp.server.lowlevel import Server
 
+from ..episodes import Recorder, SessionTable
 from ..records import write_bytes_atomic
-from ..serve import Recorder
-from ._episode import EpisodeTable, HostedEpisode
+from ._episode import HostedEpisode
 from ._mcp_episode import EpisodeServerConfig, episode_server
 
 GATEWAY_FOLDER = "gateway"
@@ -39,7 +39,7 @@ class EpisodeRuntime:
     """The MCP server, its table and recorder; :meth:`close` records what is left and closes the databases."""
 
     server: Server[Any, Any]
-    table: EpisodeTable
+    table: SessionTable
     recorder: Recorder
 
     def close(self) -> None:
@@ -63,7 +63,7 @@ def episode_runtime(config: EpisodeServerConfig, storage: Storage | None = None)
     """The episode server of ``config``, recording into ``storage.out`` (each episode written as it ends)."""
     storage = storage or Storage()
     recorder = Recorder(storage.out, backend=storage.backend, stress=storage.stress, flush_every=1)
-    table = EpisodeTable(backend=storage.backend, backend_options=storage.backend_options, stress=storage.stress,
+    table = SessionTable(backend=storage.backend, backend_options=storage.backend_options, stress=storage.stress,
                          max_sessions=storage.max_sessions, idle_timeout=config.idle_timeout, recorder=recorder)
 
     def ended(episode: HostedEpisode) -> None:

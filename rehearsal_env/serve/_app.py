@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
 from .._version import __version__
+from ..episodes import AtCapacity, SessionError
 from ..rewards import EXTERNAL_MODE
 from ..worlds import World
 from . import _episodes, _forks, _health, _worlds, _ws
@@ -29,7 +30,6 @@ from ._limits import KEEP_ALIVE_S, BodyLimit, json_response, validation_failed, 
 from ._models import ApiError
 from ._peers import PrivateListener
 from ._route import FORWARD_TIMEOUT, Forwarder
-from ._session import AtCapacity, SessionError
 from ._state import ServerState
 
 HOUSEKEEPING = "housekeeping"

@@ -16,12 +16,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 
+from ..episodes import Principal, Session, SessionTable, ending_view
 from ..rewards import profile_names
 from ._deps import State, Table, Who
 from ._limits import json_response
 from ._models import ApiError, CreateEpisode, EpisodeStarted, EpisodeState, Step, StepResult
-from ._session import Principal, Session, detail_view, verdict_view
-from ._sessions import SessionTable
 from ._state import ServerState
 
 router = APIRouter(prefix="/v1/episodes", tags=["episodes"])
@@ -42,7 +41,7 @@ def episode_state(session: Session, who: Principal) -> dict[str, Any]:
             "agent": {"name": session.agent, "version": session.agent_version}, "seed": session.seed,
             "profile": session.profile, "turn": _turn(session), "step_index": session.steps,
             "ended_by": session.ended_by,
-            "verdict": verdict_view(session.verdict, session.reward, who.scope, session.scenario.split),
+            "verdict": ending_view(session, who)["verdict"],
             "run_dir": str(session.run_dir.path) if session.run_dir else None, "caveats": session.caveats}
 
 
@@ -132,9 +131,8 @@ async def take_step(session: Session, step_index: int, action: str, state: Serve
     body with the verdict as ``who`` may read it."""
     result = await state.off_loop(who.key_id, table.step, session, step_index, action)
     if result["terminated"] or result["truncated"]:
-        split = session.scenario.split
-        result = {**result, "verdict": verdict_view(session.verdict, session.reward, who.scope, split),
-                  "reward_detail": detail_view(result["reward_detail"], split)}
+        ending = ending_view(session, who)
+        result = {**result, "verdict": ending["verdict"], "reward_detail": ending["reward_detail"]}
     return result
 
 

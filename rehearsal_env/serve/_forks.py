@@ -1,36 +1,31 @@
-"""Forks and checkpoints of episodes over the API (issue 23).
+"""Forks and checkpoints of episodes over the API: routes over :mod:`rehearsal_env.episodes`, which decides who may
+fork, checkpoint or restore and what the new episode is (see its ``_branches`` module).
 
 - ``POST /v1/episodes/{id}/fork``: a new episode (new id, one more of the same key's places) in exactly the
-  state of episode ``id`` at its current turn; both go on independently. The new episode's record names
-  ``id`` and the turn as its parent. Only the episode's owner may fork it; an ended episode cannot be.
-- ``GET /v1/episodes/{id}/checkpoint``: the episode's checkpoint bytes (``application/octet-stream``; see
-  :meth:`rehearsal_env.RehearsalEnv.checkpoint`).
-- ``POST /v1/episodes/restore``: checkpoint bytes in the body (the server's own, or one of the same world
-  version and package version): a new episode of the caller's key in that state, whose parent they name.
+  state of episode ``id`` at its current turn; both go on independently. Only the episode's owner may fork it.
+- ``GET /v1/episodes/{id}/checkpoint``: the episode's checkpoint bytes (``application/octet-stream``), authenticated
+  by this server.
+- ``POST /v1/episodes/restore``: bytes this server handed out to the same key, unchanged: a new episode in that state,
+  recorded as a restore of the checkpointed episode under the agent it names. Anything else is 422 (403: another
+  key's checkpoint).
 
 As every handler, the database work runs in a worker thread within the key's fair share.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from ..backends import Database
-from ..env import CheckpointError, RehearsalEnv, read_header, restore
+from ..episodes import MAX_CHECKPOINT_BYTES, Refused, Session, checkpoint, fork, restore
 from ._deps import State, Table, Who
 from ._limits import json_response
 from ._models import ApiError
-from ._session import Principal, Session
-from ._sessions import SessionTable
 from ._state import ServerState
 
 router = APIRouter(prefix="/v1/episodes", tags=["forks"])
-MAX_CHECKPOINT_BYTES = 16 << 20
-"""The largest checkpoint body ``/restore`` reads."""
 
 
 def _started(session: Session, state: ServerState) -> dict[str, Any]:
@@ -45,70 +40,28 @@ def _started(session: Session, state: ServerState) -> dict[str, Any]:
                                                     "kind": lineage.kind}}
 
 
-def _live(session: Session, what: str) -> RehearsalEnv:
-    if session.env is None:
-        raise HTTPException(409, f"episode {session.id} has ended ({session.ended_by}); only an episode still "
-                                 f"going can be {what}")
-    return session.env
-
-
-def _fork(table: SessionTable, who: Principal, parent: Session) -> Session:
-    def make(db: Database) -> RehearsalEnv:
-        env = _live(parent, "forked")
-        env.episode.id = parent.id
-        return env.fork(database=db)
-    return table.branch(who, parent, make, world=parent.world, scenario=parent.scenario, seed=parent.seed,
-                        profile=parent.profile, agent=parent.agent, agent_version=parent.agent_version,
-                        steps=parent.steps)
-
-
 @router.post("/{episode_id}/fork", status_code=201, summary="Fork an episode at its current turn",
              responses={404: {"model": ApiError}, 409: {"model": ApiError}, 429: {"model": ApiError}})
-async def fork(episode_id: str, state: State, table: Table, who: Who) -> Response:
+async def fork_episode(episode_id: str, state: State, table: Table, who: Who) -> Response:
     parent = table.get(who, episode_id, play=True)
-    session = await state.off_loop(who.key_id, _fork, table, who, parent)
+    session = await state.off_loop(who.key_id, fork, table, who, parent)
     return json_response(_started(session, state), 201)
 
 
-def _checkpoint(session: Session) -> bytes:
-    with session.lock:
-        env = _live(session, "checkpointed")
-        env.episode.id = session.id
-        return env.checkpoint()
-
-
-@router.get("/{episode_id}/checkpoint", summary="The episode's checkpoint bytes",
+@router.get("/{episode_id}/checkpoint", summary="The episode's checkpoint bytes (authenticated by this server)",
             responses={404: {"model": ApiError}, 409: {"model": ApiError}})
-async def checkpoint(episode_id: str, state: State, table: Table, who: Who) -> Response:
+async def checkpoint_episode(episode_id: str, state: State, table: Table, who: Who) -> Response:
     session = table.get(who, episode_id, play=True)
-    data = await state.off_loop(who.key_id, _checkpoint, session)
+    data = await state.off_loop(who.key_id, checkpoint, table, who, session)
     return Response(data, media_type="application/octet-stream")
 
 
-def _restore(table: SessionTable, state: ServerState, who: Principal, data: bytes) -> Session:
-    try:
-        header = read_header(data)
-        world = state.world(str(header["world"]))
-        scenario = state.scenario(world, str(header["scenario"]))
-    except CheckpointError as exc:
-        raise HTTPException(422, str(exc)) from None
-
-    def make(db: Database) -> RehearsalEnv:
-        try:
-            return restore(data, world=world, backend=table.backend, database=db)
-        except CheckpointError as exc:
-            raise HTTPException(422, str(exc)) from None
-    session = table.branch(who, None, make, world=world, scenario=scenario, seed=0, profile=None,
-                           agent="restored", agent_version="unversioned", steps=0)
-    session.profile = session.env.profile if session.env is not None else None
-    return session
-
-
-@router.post("/restore", status_code=201, summary="Start an episode from checkpoint bytes",
-             responses={413: {"model": ApiError}, 422: {"model": ApiError}, 429: {"model": ApiError}})
+@router.post("/restore", status_code=201, summary="Start an episode from checkpoint bytes this server handed out",
+             responses={403: {"model": ApiError}, 413: {"model": ApiError}, 422: {"model": ApiError},
+                        429: {"model": ApiError}})
 async def restore_episode(request: Request, state: State, table: Table, who: Who) -> Response:
     data = await request.body()
     if len(data) > MAX_CHECKPOINT_BYTES:
-        raise HTTPException(413, f"expected a checkpoint of at most {MAX_CHECKPOINT_BYTES} bytes, got {len(data)}")
-    session = await state.off_loop(who.key_id, partial(_restore, table, state, who, data))
+        raise Refused(f"expected a checkpoint of at most {MAX_CHECKPOINT_BYTES} bytes, got {len(data)}")
+    session = await state.off_loop(who.key_id, restore, table, who, data, state.find)
     return json_response(_started(session, state), 201)

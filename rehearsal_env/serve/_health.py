@@ -9,9 +9,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query
 
 from .._version import __version__
+from ..episodes import Scope
 from ..rewards import EXTERNAL_MODE, profile_names
 from ._deps import State
-from ._keys import Scope
 
 router = APIRouter(tags=["health"])
 PUBLIC = "health"

@@ -34,8 +34,8 @@ from fastapi import FastAPI
 from filelock import FileLock
 
 from .._atomic import write_atomic
+from ..episodes import Session
 from ._ids import EPISODE_ID
-from ._session import Session
 
 SERVING, STOPPED, DIED = "serving", "stopped", "died"
 COMPACT_BYTES = 1 << 20

@@ -11,6 +11,7 @@ import httpx
 from gymnasium import spaces as gym_spaces
 
 from ..env import CHARSET, MAX_ACTION, MAX_OBSERVATION
+from ..episodes import CheckpointSeal, KeyStore, NotFound, Recorder, SessionTable
 from ..provenance import provenance_of
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause
@@ -18,11 +19,7 @@ from ..worlds import World, load_world, world_names
 from ._config import ServeConfig
 from ._fair import FairLimiter
 from ._ids import Identity
-from ._keys import KeyStore
 from ._peers import Peers
-from ._recorder import Recorder
-from ._session import NotFound
-from ._sessions import SessionTable
 
 T = TypeVar("T")
 MAX_NAME = 200
@@ -81,7 +78,7 @@ class ServerState:
         per_key = config.key_sessions if keys is not None else config.max_sessions
         table = SessionTable(backend=config.backend, backend_options=config.backend_options, stress=config.stress,
                              max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, recorder=recorder,
-                             per_key=per_key)
+                             per_key=per_key, seal=CheckpointSeal.shared(config.peers) if config.peers else None)
         identity = Identity.of(config.instance, config.peers is not None)
         peers = Peers(config.peers, identity.worker or "") if config.peers is not None else None
         table.new_id, table.journal = identity.new_id, peers
@@ -137,6 +134,11 @@ class ServerState:
             raise NotFound(f"this server does not serve world {echo(name)}; it serves: "
                            f"{', '.join(sorted(self.worlds))}")
         return world
+
+    def find(self, world: str, scenario_id: str) -> tuple[World, Scenario]:
+        """The served world and scenario of these names (:class:`NotFound` as :meth:`world` and :meth:`scenario`)."""
+        served = self.world(world)
+        return served, self.scenario(served, scenario_id)
 
     def scenario(self, world: World, scenario_id: str) -> Scenario:
         """A scenario of ``world`` by id (:class:`NotFound` with a did-you-mean, never the whole id)."""

@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
+from ..episodes import Scope
 from ..scenarios import Scenario
 from ._deps import State, Who
-from ._keys import Scope
 from ._models import ApiError, ScenarioChecks, ScenarioInfo, WorldInfo
 
 router = APIRouter(prefix="/v1/worlds", tags=["worlds"])

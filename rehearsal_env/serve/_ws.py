@@ -34,13 +34,13 @@ from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from ..episodes import AtCapacity, NotFound, Principal, Session, SessionError
 from ._deps import identify
 from ._episodes import episode_state, load_body, open_episode, step_of, take_step
 from ._limits import too_large, validation_errors
 from ._models import CreateEpisode
 from ._relay import Relay
 from ._route import Refusal, route
-from ._session import AtCapacity, NotFound, Principal, Session, SessionError
 from ._state import ServerState
 
 router = APIRouter(tags=["episodes"])

@@ -1,5 +1,6 @@
-"""One served episode (:class:`Session`), who asks for it (:class:`Principal`), the errors the
-session table answers with, and the verdict as a key may read it (:func:`verdict_view`)."""
+"""One hosted episode (:class:`Session`), who asks for it (:class:`Principal`) and the errors the session table
+answers with (each carries the HTTP status a transport answers with; MCP and the trainers' adapters raise them as they
+are)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,6 @@ from ..worlds import World
 from ._keys import Scope
 from ._recorder import RunDir
 
-HOLDOUT_FIELDS = ("outcome", "ending", "reward")
-"""All that any key reads of a holdout episode's verdict: no check, scope or reward-component detail."""
-
 
 class SessionError(Exception):
     """A request the session table refuses; ``status`` is the HTTP status to answer with."""
@@ -27,6 +25,12 @@ class SessionError(Exception):
     def __init__(self, message: str, **extra: Any) -> None:
         super().__init__(message)
         self.extra = extra
+
+
+class Unauthorized(SessionError):
+    """401: no credential, or one this server does not know."""
+
+    status = 401
 
 
 class NotFound(SessionError):
@@ -49,6 +53,12 @@ class AtCapacity(SessionError):
     def __init__(self, message: str, retry_after: int = 1, **extra: Any) -> None:
         super().__init__(message, **extra)
         self.retry_after = retry_after
+
+
+class Refused(SessionError):
+    """422: a request that names something this server will not take (a checkpoint it did not issue)."""
+
+    status = 422
 
 
 class EnvironmentFailed(SessionError):
@@ -107,22 +117,3 @@ class Session:
     def last_used(self) -> float:
         """When the idle timer started: the last step (the name the MCP harness reads)."""
         return self.last_step
-
-
-def verdict_view(verdict: Verdict | None, reward: float | None, scope: Scope, split: str) -> dict[str, Any] | None:
-    """The verdict as ``scope`` may read it: a holdout episode's outcome, ending and reward only (for every
-    key); otherwise the whole verdict, its check results only for build-and-evaluate."""
-    if verdict is None:
-        return None
-    body = verdict.to_dict()
-    body["reward"] = reward
-    if split == "holdout":
-        return {k: body[k] for k in HOLDOUT_FIELDS}
-    if scope is not Scope.BUILD_AND_EVALUATE:
-        body.pop("checks")
-    return body
-
-
-def detail_view(detail: dict[str, Any] | None, split: str) -> dict[str, Any] | None:
-    """A reward profile's detail (components, notes, gates) as a key may read it: never for holdout."""
-    return None if split == "holdout" else detail

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..backends import Database, DatabaseError
 from ..env import RehearsalEnv, parse_action
@@ -29,8 +29,8 @@ from ..runner import take_turn
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause
 from ..worlds import World
+from ._checkpoints import CheckpointSeal
 from ._keys import Scope
-from ._peers import Peers
 from ._places import Places
 from ._pool import DatabasePool
 from ._recorder import Recorder
@@ -47,13 +47,21 @@ ENDINGS = {
 """Why an open episode was ended for its agent (the ``give_up`` reason in its trace), by ``ended_by``."""
 
 
+class Journal(Protocol):
+    """What a ``--workers N`` worker journals of its open episodes (so another can record them if it dies)."""
+
+    def opened(self, session: Session) -> None: ...
+
+    def ended(self, session: Session) -> None: ...
+
+
 class SessionTable:
     """Live sessions, their databases (pooled per world), quotas, reaping and recording."""
 
     def __init__(self, *, backend: str = "sqlite", backend_options: dict[str, Any] | None = None,
                  stress: bool = True, max_sessions: int = 1000, idle_timeout: float = 300.0,
                  recorder: Recorder | None = None, spare_databases: int | None = None,
-                 per_key: int | None = None) -> None:
+                 per_key: int | None = None, seal: CheckpointSeal | None = None) -> None:
         if max_sessions < 1 or idle_timeout <= 0 or (per_key is not None and per_key < 1):
             raise ValueError(f"expected max_sessions >= 1, per_key >= 1 and idle_timeout > 0, got {max_sessions}, "
                              f"{per_key} and {idle_timeout}")
@@ -70,7 +78,9 @@ class SessionTable:
         self.started = 0
         self.reaped = 0
         self.new_id: Callable[[], str] = lambda: f"ep_{secrets.token_hex(16)}"  # ids naming their owner: _ids
-        self.journal: Peers | None = None  # what a --workers N worker journals of its open episodes
+        self.journal: Journal | None = None  # what a --workers N worker journals of its open episodes
+        self.seal = seal or CheckpointSeal()
+        """Wraps the checkpoints this table hands out; a restore opens only what it wrapped."""
 
     @property
     def live(self) -> int:
@@ -241,6 +251,14 @@ class SessionTable:
                 reason = ENDINGS[by].format(idle=self.idle_timeout)
                 _, reward, _, _, info = session.env.step(json.dumps({"tool": GIVE_UP, "args": {"reason": reason}}))
                 self._finish(session, by, reward, info)
+        return session
+
+    def abort(self, session: Session, cause: NotScoredCause, reason: str) -> Session:
+        """End an open session not scored because ``cause`` (a part no agent input can fail) failed; record it."""
+        with session.lock:
+            if session.env is not None:
+                _, reward, _, _, info = session.env.abort(cause, reason)
+                self._finish(session, cause.value, reward, info)
         return session
 
     def reap(self, now: float | None = None) -> int:
