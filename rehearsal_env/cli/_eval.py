@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Compare RUN_DIR/episodes.parquet/'s manifest with its files in both directions "
                     "(a part missing, a file not listed, SHA-256, bytes, rows), check that every part reads as "
                     "Parquet of a known record version and that all parts belong to one run, and check the "
-                    f"run's seal ({SEAL_FILE}) against the trusted public keys. Exit 0 when the records can be "
+                    f"run's seal ({SEAL_FILE}) against the trusted public keys (a key this home distrusts, from the "
+                    "seal's recorded time or entirely, is named with its reason). Exit 0 when the records can be "
                     "trusted, 1 otherwise, with one line per problem.")
     verify.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `rehearsal run`")
     for command in (rescore, verify):
@@ -100,7 +101,8 @@ def handle_verify(args: argparse.Namespace) -> int:
         seal = verify_seal(args.run_dir, trusted)
         print(f"{args.run_dir}: the records are whole (the manifest matches every file), of one run "
               f"({seal.run_id}, {seal.episodes} episodes, world {seal.world} {seal.world_version}), and sealed "
-              f"by trusted key {seal.key.id}{f' ({seal.key.name})' if seal.key.name else ''}")
+              f"by trusted key {seal.key.id}{f' ({seal.key.name})' if seal.key.name else ''}"
+              f"{f' at {seal.sealed_at.isoformat()}' if seal.sealed_at else ''}")
         return 0
     for line in problems:
         print(line)

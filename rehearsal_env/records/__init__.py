@@ -42,11 +42,17 @@ from ._record import (
 from ._schema import describe, from_row, to_row
 from ._seal import SEAL_FILE, RunNotSealed, Seal, seal_problems, seal_run, unseal, verify_seal
 from ._signing import (
+    DISTRUSTED_ENTIRELY,
     PublicKey,
     SigningKeyError,
     create_signing_key,
+    distrust_key,
+    home_keys,
     load_signing_key,
+    parse_time,
     public_text,
+    rotate_signing_key,
+    show_time,
     signing_key_path,
     trust_key,
     trusted_keys,
@@ -60,6 +66,7 @@ def schema_text() -> str:
 
 
 __all__ = [
+    "DISTRUSTED_ENTIRELY",
     "EPISODES_DIR",
     "MANIFEST",
     "RECORD_VERSION",
@@ -85,6 +92,7 @@ __all__ = [
     "checked_parts",
     "create_signing_key",
     "damaged_parts",
+    "distrust_key",
     "file_key",
     "describe",
     "encode_part",
@@ -92,9 +100,11 @@ __all__ = [
     "load_signing_key",
     "manifest_problems",
     "from_row",
+    "home_keys",
     "inputs_from_record",
     "next_part",
     "not_played_record",
+    "parse_time",
     "part_files",
     "part_version",
     "public_text",
@@ -102,10 +112,12 @@ __all__ = [
     "read_records",
     "read_table",
     "record_episode",
+    "rotate_signing_key",
     "schema_text",
     "seal_problems",
     "seal_run",
     "sealed_parts",
+    "show_time",
     "signing_key_path",
     "to_row",
     "trust_key",

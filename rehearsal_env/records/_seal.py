@@ -5,13 +5,16 @@ When a run finishes (``rehearsal run``, and after each part ``rehearsal serve`` 
 JSON document, ``RUN_DIR/seal.json``'s ``payload``:
 
 - the run id, the world and the world version (from ``provenance.json``) and the episode count;
+- the id of the key that seals (``key_id``) and the time it sealed (``sealed_at``, ISO, UTC), taken
+  before the key is read, so a seal made while the key is rotated is never dated after its key's retirement;
 - the manifest of ``episodes.parquet/`` (SHA-256, bytes and rows of every part);
 - the SHA-256 of the run's plan and stamps: ``run.json`` (or ``serve.json`` for a served run),
   ``provenance.json``, ``summary.json`` and ``sequential.json`` (the marker of a run that
   ``rehearsal compare`` stopped sequentially), or null for each one the run did not have.
 
 :func:`verify_seal` refuses a run that has no seal, a seal whose signature does not match its
-payload, a seal made with a key the reader does not trust, and a run whose manifest or stamped
+payload, a seal made with a key the reader does not trust or distrusts (entirely, or from a time at
+or before the seal's ``sealed_at``; see :mod:`._signing`), and a run whose manifest or stamped
 files differ from what was sealed (a part rewritten with its manifest entry recomputed, a part
 grafted in from another run, a part removed, the plan or the world version edited). Together
 with the manifest's own check of the files (:func:`._manifest.manifest_problems`), a reader
@@ -27,6 +30,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .._atomic import write_atomic
 from ._manifest import EPISODES_DIR, RecordsDamaged, check_one_run, read_manifest, verify_directory
-from ._signing import PublicKey, SigningKeyError, public_text, signing_key_for_run, trusted_keys
+from ._signing import (
+    PublicKey,
+    SigningKeyError,
+    key_id,
+    now,
+    parse_time,
+    public_text,
+    show_time,
+    signing_key_for_run,
+    trusted_keys,
+)
 
 SEAL_FILE = "seal.json"
 """The seal's file name in a run directory."""
@@ -66,6 +80,9 @@ class Seal:
     """The world version named by ``provenance.json``."""
     episodes: int
     """Records in the sealed parts."""
+    sealed_at: datetime | None = None
+    """When the seal says it was made (UTC; written by the key's holder); None for a seal of a release
+    that did not record it."""
 
 
 def _canonical(payload: Mapping[str, Any]) -> bytes:
@@ -103,17 +120,20 @@ def seal_run(run_dir: str | Path, key: Ed25519PrivateKey | None = None) -> Seal:
     verify_directory(directory)
     parts = read_manifest(directory) or {}
     run_id = check_one_run([directory / name for name in sorted(parts)])
+    sealed_at = now()  # before the key is read (see the module docstring)
     signer = key or signing_key_for_run()
     prov = _provenance(run)
+    public = public_text(signer.public_key())
     payload: dict[str, Any] = {"format": SEAL_FORMAT, "run_id": run_id, "world": prov.get("world"),
                "world_version": prov.get("world_version"),
                "episodes": sum(int(e["rows"]) for e in parts.values()),
-               "parts": parts, "files": _file_hashes(run)}
-    public = public_text(signer.public_key())
+               "parts": parts, "files": _file_hashes(run), "key_id": key_id(public),
+               "sealed_at": sealed_at.isoformat()}
     body = {"format": SEAL_FORMAT, "key": public,
             "signature": base64.b64encode(signer.sign(_canonical(payload))).decode(), "payload": payload}
     write_atomic(run / SEAL_FILE, json.dumps(body, indent=1, sort_keys=True) + "\n")
-    return Seal(PublicKey(public), run_id, payload["world"], payload["world_version"], payload["episodes"])
+    return Seal(PublicKey(public), run_id, payload["world"], payload["world_version"], payload["episodes"],
+                sealed_at)
 
 
 def unseal(run_dir: str | Path) -> None:
@@ -149,6 +169,17 @@ def _findings(run: Path, trusted: Mapping[str, PublicKey]) -> Iterator[tuple[Pat
                f"if you trust whoever holds it, `rehearsal keys trust {key.text}` (or pass --trust to this "
                "command); otherwise rerun the evaluation yourself")
         return
+    sealed_at = _sealed_at(payload)
+    known = trusted[key.id]
+    if known.distrusts(sealed_at):
+        since = "entirely" if known.entirely_distrusted else f"since {show_time(known.distrusted_from)}"
+        when = "" if known.entirely_distrusted else \
+            f"; the seal says it was made {show_time(sealed_at) if sealed_at else 'at no recorded time'}"
+        yield (path, f"sealed by key {key.id} which this home distrusts {since}: "
+                     f"{known.reason or 'no reason recorded'}{when}",
+               "rerun the evaluation, sealed with a key this home trusts (`rehearsal keys signing list` shows "
+               "each key and its state)")
+        return
     directory = run / EPISODES_DIR
     manifest = read_manifest(directory) or {}
     sealed = payload["parts"]
@@ -167,6 +198,15 @@ def _findings(run: Path, trusted: Mapping[str, PublicKey]) -> Iterator[tuple[Pat
         if now.get(name) != digest:
             state = "is missing" if now.get(name) is None else "was added" if digest is None else "was changed"
             yield run / name, f"{state} after the run was sealed", TAMPERED
+
+
+def _sealed_at(payload: Mapping[str, Any]) -> datetime | None:
+    """The seal's recorded sealing time; None when absent or not a date-time (the seal is signed, so only the
+    key's holder wrote it: a key distrusted from a date refuses such a seal)."""
+    try:
+        return parse_time(payload["sealed_at"]) if isinstance(payload.get("sealed_at"), str) else None
+    except SigningKeyError:
+        return None
 
 
 def seal_problems(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = None) -> list[str]:
@@ -188,4 +228,4 @@ def verify_seal(run_dir: str | Path, trusted: Mapping[str, PublicKey] | None = N
     body = json.loads((run / SEAL_FILE).read_text())
     payload = body["payload"]
     return Seal(keys[PublicKey(body["key"]).id], payload.get("run_id"), payload.get("world"),
-                payload.get("world_version"), int(payload.get("episodes") or 0))
+                payload.get("world_version"), int(payload.get("episodes") or 0), _sealed_at(payload))
