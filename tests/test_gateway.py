@@ -12,8 +12,10 @@ import importlib.util
 import json
 import os
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,15 @@ from test_live_model import live_server  # noqa: F401  (the tiny model's server 
 
 from rehearsal_env import RehearsalEnv
 from rehearsal_env.agents.testing import ModelServer, Reply
-from rehearsal_env.gateway import PROVIDER_FAILED, REFUSED, RETRY_STATUSES, GatewayConfig, Ledger, gateway_app
+from rehearsal_env.gateway import (
+    HARNESS_CLOSED,
+    PROVIDER_FAILED,
+    REFUSED,
+    RETRY_STATUSES,
+    GatewayConfig,
+    Ledger,
+    gateway_app,
+)
 from rehearsal_env.records import read_records
 from rehearsal_env.serve import Principal, Scope, ServerThread
 from rehearsal_env.worlds import load_world
@@ -194,6 +204,139 @@ def test_the_gateway_and_the_openai_agent_blame_the_provider_for_the_same_status
     from rehearsal_env.agents import _provider
 
     assert RETRY_STATUSES == _provider.RETRY_STATUSES
+
+
+Play = Callable[[Any, openai.AsyncOpenAI], Awaitable[None]]
+"""What a harness does with its MCP session and its model client before it disconnects."""
+
+
+def _hosted(tmp_path: Path, url: str, ledger: Ledger, link: str, play: Play) -> Any:
+    """Host SCENARIO over MCP (in memory) with ``ledger``, let ``play`` drive it through the gateway at ``url``,
+    disconnect (the episode is settled ``disconnect``) and return its record."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, episode_runtime
+
+    runtime = episode_runtime(EpisodeServerConfig(spec=EpisodeSpec(world=WORLD, scenario=SCENARIO,
+                                                                   reward_profile="rl"),
+                                                  who=LOCAL, ledger=ledger, link=link),
+                              Storage(out=tmp_path / "runs"))
+
+    async def main() -> None:
+        async with openai.AsyncOpenAI(base_url=f"{url}/episodes/{link}/v1", api_key="unused",
+                                      max_retries=0) as client, \
+                create_connected_server_and_client_session(runtime.server) as session:
+            await session.initialize()
+            await session.list_tools()  # the episode starts
+            await play(session, client)
+
+    anyio.run(main)
+    runtime.close()
+    (record,) = read_records(tmp_path / "runs" / "shop-rl")
+    return record
+
+
+async def _logged(ledger: Ledger, link: str, calls: int) -> list[dict[str, Any]]:
+    """The ledger's calls for ``link`` once it holds ``calls`` of them (the gateway logs a stream's end, or a
+    hang-up, as soon as it sees it, which may be just after the harness saw it)."""
+    deadline = time.monotonic() + 10
+    while len(ledger.read(link)) < calls and time.monotonic() < deadline:
+        await anyio.sleep(0.02)
+    return ledger.read(link)
+
+
+def test_a_stream_the_harness_hangs_up_is_the_harness_s_doing_not_a_provider_failure(
+        gateway: tuple[str, Ledger], provider: ModelServer, tmp_path: Path) -> None:
+    """Issue 31: a harness that cuts one streamed call off and then disconnects gave up; its episode is scored
+    (before, the hang-up was logged ``provider_failed`` and the episode became ``not_scored (provider)``)."""
+    _need_mcp()
+    url, ledger = gateway
+    provider.script("runaway", Reply.runaway())
+
+    async def play(session: Any, client: openai.AsyncOpenAI) -> None:
+        await session.call_tool("get_order", {"order_id": 3216})
+        stream = await client.chat.completions.create(model="runaway", stream=True,
+                                                      messages=[{"role": "user", "content": "hi"}])
+        seen = 0
+        async for _ in stream:  # the provider streams on and on; the harness stops reading after three chunks
+            seen += 1
+            if seen == 3:
+                break
+        await stream.close()
+        (call,) = await _logged(ledger, "ep-hangup", 1)  # the gateway saw the hang-up before the disconnect
+        assert call["status"] == HARNESS_CLOSED and call["http_status"] == 200 and call["stream"], call
+
+    record = _hosted(tmp_path, url, ledger, "ep-hangup", play)
+    assert record.outcome != "not_scored" and record.not_scored_cause is None and record.ending == "gave_up"
+    assert record.turns == 2 and "disconnected" in json.loads(record.trace[-1].action)["args"]["reason"]
+
+
+class _BrokenStream(BaseHTTPRequestHandler):
+    """A provider that starts a chunked event stream, sends one chunk, and drops the connection mid-answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        chunk = b'data: {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": ' \
+                b'{"role": "assistant", "content": "Let me"}}]}\n\n'
+        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                         + f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        self.wfile.flush()
+        self.close_connection = True  # no terminating chunk: the answer broke off on the provider's side
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+
+@pytest.mark.parametrize("failure", ["5xx", "broken stream"])
+def test_a_streamed_call_the_provider_failed_before_the_disconnect_is_not_scored(
+        failure: str, provider: ModelServer, tmp_path: Path) -> None:
+    """What the provider did is still its failure with streams: a 503 answer to a streamed call, or a stream the
+    provider broke off, last before the harness disconnects, makes the episode ``not_scored`` (cause ``provider``)."""
+    _need_mcp()
+    provider.script("flaky", Reply.error(503, "overloaded"))
+    broken = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenStream)
+    threading.Thread(target=broken.serve_forever, daemon=True).start()
+    upstream = provider.base_url if failure == "5xx" else f"http://127.0.0.1:{broken.server_address[1]}/v1"
+    ledger = Ledger(tmp_path / "ledger")
+
+    async def play(session: Any, client: openai.AsyncOpenAI) -> None:
+        await session.call_tool("get_order", {"order_id": 3216})
+        with pytest.raises(openai.APIError):
+            async for _ in await client.chat.completions.create(model="flaky", stream=True,
+                                                                messages=[{"role": "user", "content": "hi"}]):
+                pass
+        (call,) = await _logged(ledger, "ep-failed", 1)
+        assert call["status"] == PROVIDER_FAILED and call["http_status"] == (503 if failure == "5xx" else None), call
+
+    try:
+        with ServerThread(gateway_app(GatewayConfig(upstream=upstream, ledger=ledger))) as gw:
+            record = _hosted(tmp_path, gw.url, ledger, "ep-failed", play)
+    finally:
+        broken.shutdown()
+        broken.server_close()
+    assert record.outcome == "not_scored" and record.not_scored_cause == "provider" and record.turns == 1
+
+
+def test_a_provider_failure_logged_under_the_link_before_the_episode_is_not_its_own(
+        gateway: tuple[str, Ledger], provider: ModelServer, tmp_path: Path) -> None:
+    """A call logged under a link before the episode holding that link began is not the episode's client's: a
+    harness that names a link whose last call the provider failed (another episode's, or one it prepared) and
+    disconnects gave up."""
+    _need_mcp()
+    url, ledger = gateway
+    provider.script("flaky", Reply.error(503, "overloaded"))
+    body = {"model": "flaky", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(f"{url}/episodes/ep-reused/v1/chat/completions", json=body).status_code == 503
+    assert [c["status"] for c in ledger.read("ep-reused")] == [PROVIDER_FAILED]
+    time.sleep(0.01)  # the ledger's times are in milliseconds
+
+    async def play(session: Any, client: openai.AsyncOpenAI) -> None:
+        pass  # lists the tools (the episode starts) and disconnects
+
+    record = _hosted(tmp_path, url, ledger, "ep-reused", play)
+    assert record.outcome != "not_scored" and record.not_scored_cause is None and record.ending == "gave_up"
 
 
 def _replayed(record: Any) -> tuple[str, float | None]:

@@ -9,9 +9,10 @@ episode played through the gateway has measured tokens: no external-mode caveat,
 
 from ._app import LINK_HEADER, MAX_BODY, GatewayConfig, gateway_app
 from ._call import RETRY_STATUSES, TOKEN_FIELDS, Call, status_of
-from ._ledger import LINK, OK, PROVIDER_FAILED, REFUSED, Ledger, Tally, check_link
+from ._ledger import HARNESS_CLOSED, LINK, OK, PROVIDER_FAILED, REFUSED, Ledger, Tally, check_link
 
 __all__ = [
+    "HARNESS_CLOSED",
     "LINK",
     "LINK_HEADER",
     "MAX_BODY",

@@ -9,26 +9,29 @@ and token ids the provider returned. For a stream the gateway asks the provider 
 (``stream_options.include_usage``) and passes it on only when the harness asked for it too.
 ``GET .../models`` is forwarded unlogged. A call the provider failed (timeout, broken connection, 408,
 409, 429, 5xx) is answered with the provider's status (502 or 504 when there was none) and logged as
-``provider_failed``: what decides whether an episode the harness then abandons is ``not_scored``.
+``provider_failed``: what decides whether an episode the harness then abandons is ``not_scored``. A stream the
+harness hangs up before the provider ended it is logged as ``harness_closed``: the harness's doing, never the
+provider's failure.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
 import httpx
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ._call import Call
-from ._ledger import Ledger, check_link
+from ._ledger import HARNESS_CLOSED, Ledger, check_link
 
 LINK_HEADER = "x-rehearsal-link"
 """The header naming the episode link on the ``/v1/...`` routes."""
@@ -57,6 +60,71 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": "gateway_error", "code": status}}, status_code=status)
 
 
+class _Log(Protocol):
+    def __call__(self, link: str, call: Call, http_status: int | None, error: str | None = None, *,
+                 status: str | None = None) -> Awaitable[None]: ...
+
+
+class _Relay:
+    """One provider stream passed on to the harness line by line, and logged once.
+
+    The call is logged when the provider's stream ends (before its last line is passed on: a harness that hangs
+    up on ``[DONE]`` cancels the relay, and a log left to the end would then be lost), as ``provider_failed``
+    when reading from the provider raised (a timeout, a connection broken on its side), or, when the harness hung
+    up first (the relay closed or cancelled mid-stream, or never started), as ``harness_closed``: whoever ended the
+    stream is whose doing it is."""
+
+    def __init__(self, link: str, call: Call, answer: httpx.Response, wants_usage: bool, log: _Log) -> None:
+        self.link, self.call, self.answer, self.wants_usage, self.log = link, call, answer, wants_usage, log
+        self.logged = False
+
+    async def end(self, status: int | None, error: str | None, *, closed: bool = False) -> None:
+        """Log the call unless it is logged already (``closed``: the harness hung up)."""
+        if not self.logged:
+            self.logged = True
+            await self.log(self.link, self.call, status, error, status=HARNESS_CLOSED if closed else None)
+
+    async def close(self) -> None:
+        """Close the provider's stream; log it as the harness's hang-up if it was not logged yet. Shielded: it runs
+        while the relay is being cancelled because the harness went away."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.end(self.answer.status_code, "the harness closed the stream before its end", closed=True)
+            finally:
+                await self.answer.aclose()
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The provider's lines as the harness gets them (the usage chunk it did not ask for left out)."""
+        call = self.call
+        try:
+            async for line in self.answer.aiter_lines():
+                if call.first_byte_s is None:
+                    call.first_byte_s = call.elapsed()
+                data = line[5:].strip() if line.startswith("data:") else None
+                if data == "[DONE]":
+                    await self.end(200, None)
+                elif data:
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        chunk = None
+                    if isinstance(chunk, dict):
+                        call.take(chunk)
+                        if not self.wants_usage and not chunk.get("choices") and chunk.get("usage") is not None:
+                            continue  # the usage chunk the gateway asked for, not the harness
+                yield (line + "\n").encode()
+            await self.end(200, None)
+        except httpx.HTTPError as exc:  # raised by reading the provider's answer: the provider's side failed
+            await self.end(None, f"the stream broke off: {type(exc).__name__}: {exc}")
+            status = 504 if isinstance(exc, httpx.TimeoutException) else 502
+            error = {"message": f"the model provider's stream broke off ({type(exc).__name__}); the answer above is "
+                                f"incomplete", "type": "gateway_error", "code": status}
+            # an error event, as OpenAI ends a stream that failed (its SDK raises APIError): the harness knows
+            yield b"\ndata: " + json.dumps({"error": error}).encode() + b"\n\n"
+        finally:  # ended, broken off, or the harness hung up mid-stream (closed or cancelled here): the last is its
+            await self.close()
+
+
 def gateway_app(config: GatewayConfig) -> FastAPI:
     """The gateway's FastAPI app."""
     upstream = config.upstream.rstrip("/")
@@ -81,13 +149,14 @@ def gateway_app(config: GatewayConfig) -> FastAPI:
             out["authorization"] = request.headers["authorization"]
         return out
 
-    async def log(link: str, call: Call, http_status: int | None, error: str | None = None) -> None:
+    async def log(link: str, call: Call, http_status: int | None, error: str | None = None, *,
+                  status: str | None = None) -> None:
         async with lock:
             if link not in counters:
                 counters[link] = len(await anyio.to_thread.run_sync(config.ledger.read, link))
             index = counters[link]
             counters[link] += 1
-        await anyio.to_thread.run_sync(config.ledger.append, link, call.line(index, http_status, error))
+        await anyio.to_thread.run_sync(config.ledger.append, link, call.line(index, http_status, error, status=status))
 
     async def complete(link: str, request: Request) -> Response:
         try:
@@ -141,45 +210,9 @@ def gateway_app(config: GatewayConfig) -> FastAPI:
             await log(link, call, answer.status_code, error)
             return Response(content, status_code=answer.status_code,
                             media_type=answer.headers.get("content-type", "application/json"))
-        return StreamingResponse(relay(link, call, answer, wants_usage), media_type="text/event-stream")
-
-    async def relay(link: str, call: Call, answer: httpx.Response, wants_usage: bool) -> AsyncIterator[bytes]:
-        """Pass the stream on line by line; the call is logged when the provider's stream ends (before its
-        last line is passed on: a harness that hangs up on ``[DONE]`` cancels this generator, and a log left
-        to ``finally`` would then be lost), or, failing that, when the stream breaks off or the harness goes."""
-        logged = False
-
-        async def end(status: int | None, error: str | None) -> None:
-            nonlocal logged
-            if not logged:
-                logged = True
-                await log(link, call, status, error)
-
-        try:
-            async for line in answer.aiter_lines():
-                if call.first_byte_s is None:
-                    call.first_byte_s = call.elapsed()
-                data = line[5:].strip() if line.startswith("data:") else None
-                if data == "[DONE]":
-                    await end(200, None)
-                elif data:
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        chunk = None
-                    if isinstance(chunk, dict):
-                        call.take(chunk)
-                        if not wants_usage and not chunk.get("choices") and chunk.get("usage") is not None:
-                            continue  # the usage chunk the gateway asked for, not the harness
-                yield (line + "\n").encode()
-            await end(200, None)
-        except httpx.HTTPError as exc:
-            await end(None, f"the stream broke off: {type(exc).__name__}: {exc}")
-        finally:
-            await answer.aclose()
-            if not logged:  # the harness hung up mid-stream: log what was relayed, even while being cancelled
-                logged = True
-                await asyncio.shield(log(link, call, None, "the harness closed the stream before its end"))
+        relay = _Relay(link, call, answer, wants_usage, log)
+        # the background task closes a stream the harness hung up on before its first line was relayed
+        return StreamingResponse(relay.lines(), media_type="text/event-stream", background=BackgroundTask(relay.close))
 
     @app.post("/episodes/{link}/v1/chat/completions", summary="A chat completion of the episode LINK")
     async def by_path(link: str, request: Request) -> Response:

@@ -3,7 +3,9 @@
 A provider failure is what the ``openai`` agent retries and, when retries run out, scores
 ``not_scored`` (cause ``provider``): a timeout, a broken connection, HTTP 408, 409, 429 or any 5xx.
 Any other refusal (400, 401, 403, 404, 413, 422, ...) is the request's: the harness's conversation,
-parameters, model name or key.
+parameters, model name or key. A stream the harness hangs up before the provider ended it is the harness's too
+(``harness_closed``): only what the provider did (its status, a timeout, a connection that broke on its side) is
+ever its failure.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ._ledger import OK, PROVIDER_FAILED, REFUSED
+from ._ledger import HARNESS_CLOSED, OK, PROVIDER_FAILED, REFUSED
 
 RETRY_STATUSES = frozenset({408, 409, 429})
 """HTTP statuses that are the provider's failure besides every 5xx (the ``openai`` agent retries the same ones;
@@ -80,11 +82,18 @@ class Call:
             if isinstance(message, dict) and isinstance(message.get("content"), str):
                 self.text_chars += len(message["content"])
 
-    def line(self, index: int, http_status: int | None, error: str | None = None) -> dict[str, Any]:
-        """The ledger line of the finished call."""
+    def line(self, index: int, http_status: int | None, error: str | None = None, *,
+             status: str | None = None) -> dict[str, Any]:
+        """The ledger line of the finished call. Its status is ``status`` when given (the gateway names
+        ``harness_closed`` itself), else what ``http_status`` says (no status and an error: the provider failed)."""
+        if status is None:
+            status = status_of(http_status) if error is None or http_status is not None else PROVIDER_FAILED
+        elif status not in (OK, REFUSED, PROVIDER_FAILED, HARNESS_CLOSED):
+            raise ValueError(f"expected a call status of {OK!r}, {REFUSED!r}, {PROVIDER_FAILED!r} or "
+                             f"{HARNESS_CLOSED!r}, got {status!r}; leave status out to derive it from the HTTP status")
         return {"call": index, "started_at": self.started_at, "latency_s": round(time.perf_counter() - self.started, 6),
                 "first_byte_s": None if self.first_byte_s is None else round(self.first_byte_s, 6),
-                "status": status_of(http_status) if error is None or http_status is not None else PROVIDER_FAILED,
+                "status": status,
                 "http_status": http_status, "stream": self.stream, "model": self.model, "usage": self.usage,
                 "finish_reasons": self.finish_reasons, "logprobs": self.logprobs or None,
                 "token_ids": self.token_ids or None, "text_chars": self.text_chars, "error": error}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ REFUSED = "refused"
 """A call's status when the provider refused the request itself (4xx other than 408, 409, 429)."""
 OK = "ok"
 """A call's status when the provider answered."""
+HARNESS_CLOSED = "harness_closed"
+"""A call's status when the harness hung up a stream the provider was still sending: the harness's doing, never the
+provider's failure (its tokens are counted where the provider sent usage before the hang-up, else it is unmeasured)."""
 
 
 def check_link(link: str) -> str:
@@ -44,7 +48,20 @@ class Tally:
     unmeasured: int
     """Newly counted calls that answered without usage (their tokens are unknown)."""
     provider_failed: dict[str, Any] | None
-    """The last newly counted call if the provider failed it and no call answered after it."""
+    """The last newly counted call if the provider failed it and no call answered or was hung up by the harness
+    after it."""
+
+
+def _started_since(call: dict[str, Any], since: datetime) -> bool:
+    """Whether ``call`` started at or after ``since`` (to the millisecond its line holds; a line without a readable
+    time did not)."""
+    try:
+        started = datetime.fromisoformat(str(call.get("started_at")))
+    except ValueError:
+        return False
+    if started.tzinfo is None:
+        return False
+    return started >= since.replace(microsecond=since.microsecond // 1000 * 1000)
 
 
 class Ledger:
@@ -73,13 +90,21 @@ class Ledger:
             text = path.read_text(encoding="utf-8")
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
-    def tally(self, link: str, counted: int) -> Tally:
-        """The calls of ``link`` after the first ``counted``: their tokens, and a provider failure left standing."""
+    def tally(self, link: str, counted: int, *, since: datetime | None = None) -> Tally:
+        """The calls of ``link`` after the first ``counted``: their tokens, and a provider failure left standing.
+
+        Only a call the provider failed (``provider_failed``) stands as a provider failure; a stream the harness
+        closed (``harness_closed``) is the harness's act and clears any failure before it, like an answer. Calls
+        that started before ``since`` (an aware datetime: when the caller's episode began) are counted past but
+        are not the caller's: neither their tokens nor their failure are reported (a link reused, or calls logged
+        under it before the episode holding it began)."""
         calls = self.read(link)[counted:]
         tokens = unmeasured = 0
         failed: dict[str, Any] | None = None
         for call in calls:
-            if call.get("status") == OK:
+            if since is not None and not _started_since(call, since):
+                continue
+            if call.get("status") in (OK, HARNESS_CLOSED):  # answered, or the harness cut the answer off itself
                 failed = None
                 total = (call.get("usage") or {}).get("total_tokens")
                 if isinstance(total, int) and not isinstance(total, bool) and total >= 0:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..episodes import Principal, SessionTable, ending_view
@@ -103,10 +105,16 @@ class HostedEpisode:
     def settle(self, by: str) -> dict[str, Any]:
         """End a running episode the agent did not end (``disconnect`` or ``idle_timeout``): ``gave_up`` (its
         checks still decide), or not scored when the model provider's failure was the last thing the gateway saw.
-        The give_up step reports the gateway calls not yet reported. Returns the ending."""
+        The give_up step reports the gateway calls not yet reported. Only this episode's calls count: the gateway
+        logs a stream the harness hung up as the harness's (never a provider failure), and with no step taken the
+        calls logged under the link before the episode began are not its client's (a reused or borrowed link).
+        Returns the ending."""
         with self._lock:
             if self.session.env is not None:
-                tally = self.ledger.tally(self.link, self.counted) if self.ledger is not None else None
+                since = None
+                if self.session.steps == 0:  # no step yet: the session's clock still reads when the episode began
+                    since = datetime.now(UTC) - timedelta(seconds=time.monotonic() - self.session.last_step)
+                tally = self.ledger.tally(self.link, self.counted, since=since) if self.ledger is not None else None
                 if tally is not None and tally.provider_failed is not None:
                     failed = tally.provider_failed
                     self.table.abort(self.session, NotScoredCause.PROVIDER,
