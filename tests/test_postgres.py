@@ -7,12 +7,15 @@ snapshot (rows and next ids) although every tool call committed.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from inprocess import in_process_worlds
 from rehearsal_env.agents import make_agent
 from rehearsal_env.backends import ApplicationError, Database, DatabaseError, digest, open_database
 from rehearsal_env.backends._pgcache import shared_server_running, stop_shared_server
+from rehearsal_env.backends._pgcluster import forget
 from rehearsal_env.backends.postgres import PostgresDatabase
 from rehearsal_env.checks import CheckError, CheckRefused
 from rehearsal_env.env import RehearsalEnv
@@ -262,6 +266,100 @@ def test_envs_have_their_own_databases_and_close_drops_them(chain_world: World, 
     with psycopg.connect(postgres_dsn) as admin:
         left = {r[0] for r in admin.execute("SELECT datname FROM pg_database").fetchall()}
     assert not names & left
+
+
+def _left(dsn: str, names: set[str]) -> dict[str, tuple[bool, bool, int]]:
+    """For each of ``names``: whether its database and its reader role still exist, and its open connections."""
+    with psycopg.connect(dsn) as admin:
+        dbs = {r[0] for r in admin.execute("SELECT datname FROM pg_database").fetchall()}
+        roles = {r[0] for r in admin.execute("SELECT rolname FROM pg_roles").fetchall()}
+        conns: dict[str, int] = dict(admin.execute(
+            "SELECT datname, count(*) FROM pg_stat_activity WHERE datname IS NOT NULL GROUP BY datname").fetchall())
+    return {n: (n in dbs, n in roles, conns.get(n, 0)) for n in names}
+
+
+def _within(seconds: float, lock: Any, body: Callable[[], None]) -> None:
+    """Run ``body`` in a thread; fail (instead of hanging) if it is still running after ``seconds``. A thread stuck
+    on ``lock`` (a plain Lock: any thread may release it) is let go first, so the process and the next tests go
+    on."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="collector", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        lock.release()  # the finalizer waits on the lock its own thread holds: let it through
+        thread.join(seconds)
+        pytest.fail(f"still running after {seconds:g} s: the garbage collector ran an unclosed env's finalizer "
+                    f"while this thread held the cluster's admin lock, and the finalizer waited for that lock "
+                    f"(a deadlock; finalizers must take no lock)")
+    assert not errors, errors
+
+
+def test_envs_dropped_without_close_never_deadlock_the_collector_and_are_dropped_later(
+        chain_world: World, postgres_dsn: str) -> None:
+    """Issue 31: envs dropped without close() (usual in a training loop) are freed by the garbage collector,
+    which runs wherever an allocation triggers it, also inside the cluster's admin lock while another env is being
+    created. Their finalizer must not wait for that lock (a plain Lock, so it deadlocked the process): it closes
+    the env's connections and leaves the drop to the next env created or closed, which drops the databases."""
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, application_name="rehearsal-gc-test")  # a cluster of its own
+    kept = PostgresDatabase(chain_world, dsn=dsn)
+    admin_lock = kept._cluster._lock  # what Cluster._admin_run holds around every admin statement
+    gc.disable()  # the collection below, in the locked section, is the only one
+    try:
+        names = set()
+        for _ in range(3):
+            dropped = PostgresDatabase(chain_world, dsn=dsn)
+            dropped.cycle = dropped  # type: ignore[attr-defined]  # only the collector frees it
+            names.add(dropped.name)
+        del dropped
+        assert all(v == (True, True, 2) for v in _left(dsn, names).values())  # the app's and the reader's
+
+        def collect_while_creating() -> None:
+            with admin_lock:  # as while another env's database is created
+                gc.collect()  # the dropped envs' finalizers run here
+
+        _within(20.0, admin_lock, collect_while_creating)
+        deadline = time.monotonic() + 10  # a closed connection's server process exits just after
+        while any(v[2] for v in _left(dsn, names).values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(v == (True, True, 0) for v in _left(dsn, names).values())  # closed; the drop is deferred
+        another = PostgresDatabase(chain_world, dsn=dsn)  # the next env created drops them, lock taken normally
+        assert _left(dsn, names) == dict.fromkeys(names, (False, False, 0))
+        another.close()
+        kept.close()
+        assert not any(any(v[:2]) for v in _left(dsn, {another.name, kept.name}).values())
+    finally:
+        gc.enable()
+        forget(dsn)
+
+
+def test_envs_never_closed_are_dropped_at_exit(postgres_dsn: str, tmp_path: Path) -> None:
+    """An env freed after the last env was created or closed, and an env still open when the interpreter exits,
+    are both dropped at exit (their finalizers queue them first, then the queue is drained)."""
+    script = tmp_path / "unclosed.py"
+    script.write_text(
+        "import gc, sys\n"
+        "from rehearsal_env.backends import SeedData\n"
+        "from rehearsal_env.backends.postgres import PostgresDatabase\n"
+        "from rehearsal_env.schema import Table, col\n"
+        "spec = SeedData('pgexit', (Table('t', (col('id', 'int'), col('name'))),), {'t': [(1, 'a')]})\n"
+        "freed, kept = PostgresDatabase(spec, dsn=sys.argv[1]), PostgresDatabase(spec, dsn=sys.argv[1])\n"
+        "freed.cycle = freed\n"
+        "print(freed.name, kept.name)\n"
+        "del freed\n"
+        "gc.collect()\n")
+    done = subprocess.run([sys.executable, str(script), postgres_dsn], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = set(done.stdout.split())
+    assert len(names) == 2 and _left(postgres_dsn, names) == dict.fromkeys(names, (False, False, 0))
 
 
 # -- checks -------------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 Where the server comes from: ``dsn=``, else ``REHEARSAL_POSTGRES_DSN``, else a
 private server the process starts from the local binaries (see :mod:`._pgcache`).
 Each env gets its own database, cloned from a per-world template built once per
-server (:mod:`._pgcluster`), and drops it on :meth:`PostgresDatabase.close`.
+server (:mod:`._pgcluster`), and drops it on :meth:`PostgresDatabase.close`. An env
+the garbage collector frees without ``close()`` only closes its connections then (a
+finalizer takes no lock); its database is dropped by the next env created or closed,
+or at exit (:func:`drop_unclosed`).
 
 Every tool call commits, as a real application does (each write inside it runs
 under a savepoint in the same round trip, so a refused write is undone alone, as on
@@ -28,7 +31,9 @@ explicit id, the next id is max(id) + 1.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -61,14 +66,55 @@ def server_dsn(dsn: str | None = None) -> tuple[str, bool]:
     return shared_dsn(), True
 
 
+_UNCLOSED: deque[tuple[Cluster, str]] = deque()
+"""The databases of envs the garbage collector freed without :meth:`PostgresDatabase.close`, waiting to be dropped
+(see :func:`_release`)."""
+_AT_EXIT = threading.Lock()
+_EXIT_DRAIN: list[weakref.finalize[Any, Any]] = []
+"""The finalizer that runs :func:`drop_unclosed` at exit (see :func:`_drop_unclosed_at_exit`)."""
+
+
 def _release(where: Cluster, name: str, conn: psycopg.Connection[Any], reader: Reader) -> None:
-    """Close the env's connections and drop its database and reader (also run if an env is never closed)."""
-    try:
-        reader.close()
-        conn.close()
-        where.drop_env_database(name)
-    except (psycopg.Error, DatabaseError):
-        pass  # at interpreter exit the private server may already be gone; it drops leftovers next start
+    """The finalizer of an env never closed: close its connections and queue its database to be dropped.
+
+    It takes no lock: the collector runs it wherever an allocation triggers it, also while this thread holds the
+    cluster's admin lock (another env being created), so dropping the database here (through that lock) would
+    deadlock the process. :func:`drop_unclosed` drops the queued databases: the next env created or closed calls
+    it, and so does interpreter exit."""
+    for closer in (reader.close, conn.close):  # closing a psycopg connection takes no lock
+        try:
+            closer()
+        except Exception:  # best effort: the drop that follows ends its sessions anyway
+            pass
+    _UNCLOSED.append((where, name))  # one atomic append: no lock
+
+
+def drop_unclosed() -> int:
+    """Drop the databases (and readers) of envs freed without ``close()``; the number dropped.
+
+    Called when an env is created or closed, and at interpreter exit; never from a finalizer. A drop the server
+    refuses (it may be gone at exit) is given up: a private server drops its leftovers at its next start."""
+    dropped = 0
+    while True:
+        try:
+            where, name = _UNCLOSED.popleft()
+        except IndexError:
+            return dropped
+        try:
+            where.drop_env_database(name)
+            dropped += 1
+        except (psycopg.Error, DatabaseError):
+            pass
+
+
+def _drop_unclosed_at_exit() -> None:
+    """Have :func:`drop_unclosed` run at exit, after the finalizers of the envs still open then (once per process).
+
+    It is itself a finalizer (of this module's :data:`_UNCLOSED`, alive until exit), made before any env's: at
+    exit the remaining finalizers run newest first, so the envs' own queue their databases before it drops them."""
+    with _AT_EXIT:
+        if not _EXIT_DRAIN:
+            _EXIT_DRAIN.append(weakref.finalize(_UNCLOSED, drop_unclosed))
 
 
 class PostgresDatabase:
@@ -92,6 +138,8 @@ class PostgresDatabase:
         self._table_names = frozenset(t.name.lower() for t in self.tables)
         dsn, private = server_dsn(dsn)
         self._cluster = cluster(dsn, private=private)
+        _drop_unclosed_at_exit()
+        drop_unclosed()  # envs freed without close() since the last env was created or closed
         self.name, password = self._cluster.create_env_database(spec)
         try:
             self._conn = connect(self._cluster.db_dsn(self.name))
@@ -235,11 +283,14 @@ class PostgresDatabase:
         self._call("restore")
 
     def close(self) -> None:
+        """Close the connections and drop the env's database and reader, and those of envs freed without
+        ``close()`` since (see :func:`drop_unclosed`)."""
         if self._finalizer.detach() is None:
             return
         self._reader.close()
         self._conn.close()
         self._cluster.drop_env_database(self.name)
+        drop_unclosed()
 
     # -- helpers -----------------------------------------------------------------
     def _command(self, command: str) -> None:
