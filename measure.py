@@ -10,8 +10,10 @@
     python measure.py --sequential-study      simulate: rehearsal compare's error under continuous monitoring,
                                               and the episodes it saves against a fixed design
 
-Runs whose provenance differs are refused (naming the fields) unless --force is given. The
-statistics live in :mod:`rehearsal_env.measure`; this file only parses arguments and prints.
+Runs whose provenance differs are refused (naming the fields) unless --force is given. Only root
+episodes (begun at reset) are measured: forks and restores are never evidence about the agent, and
+each report prints how many were left out. The statistics live in :mod:`rehearsal_env.measure`;
+this file only parses arguments and prints.
 """
 
 from __future__ import annotations

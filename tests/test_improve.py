@@ -143,8 +143,10 @@ def test_no_code_path_of_the_improvement_step_can_read_a_record_but_through_the_
             modules_from = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
             assert not any(m.split(".")[-1] == "records" for m in modules_from), f"{path.name} imports records"
     reader = ast.parse((IMPROVE_DIR / "_reader.py").read_text())
-    from_records = [n for n in ast.walk(reader) if isinstance(n, ast.ImportFrom) and n.module == "records"]
-    assert {a.name for n in from_records for a in n.names} == {"SCHEMA", "PublicKey", "checked_parts", "verify_seal"}
+    from_records = [n for n in ast.walk(reader) if isinstance(n, ast.ImportFrom) and n.module
+                    and n.module.split(".")[0] == "records"]
+    assert {a.name for n in from_records for a in n.names} == {"SCHEMA", "PublicKey", "checked_parts", "verify_seal",
+                                                              "ROOT_EPISODE", "episode_kind"}
     scans = [c for c in _calls(reader) if isinstance(c.func, ast.Attribute) and c.func.attr in
              ("to_table", "count_rows", "to_batches", "scanner", "head", "take", "to_reader")]
     assert len(scans) == 5  # three counts that match the records with the published version, then the two reads
@@ -340,3 +342,37 @@ def test_repeated_lessons_are_written_once_and_an_unchanged_profile_is_refused(r
     assert store.get(PROFILE).version == 2
     held = with_lessons("Be careful.", ["Read the order before any refund."])
     assert with_lessons(held, ["read the order before any refund", " Read the order before any refund. "]) == held
+
+
+def _forks_of(records: list[EpisodeRecord], run_id: str, kind: str = "fork") -> list[EpisodeRecord]:
+    """``records`` as forks (or restores) of themselves in run ``run_id``, numbered after every repeat."""
+    return [replace(r, run_id=run_id, repeat=r.repeat + 100 + i, parent_episode=f"{r.run_id}/{r.scenario}#{r.repeat}",
+                    parent_turn=1, parent_kind=kind) for i, r in enumerate(records)]
+
+
+def test_forks_and_restores_are_never_learned_from_and_are_counted_apart(runs: tuple[Path, Path],
+                                                                          store: ProfileStore, tmp_path: Path) -> None:
+    """Issue 31: a fork is a training and search tool, never more evidence about the agent; the improvement step
+    learns from root episodes only (a fork's failure would be learned from as the agent's, under its parent's key)."""
+    mine = read_records(runs[0])
+    claims = [r for r in read_records(runs[1]) if r.split != "holdout"]
+    assert {r.outcome for r in claims} == {"not_achieved"} and {r.outcome for r in mine} == {"rule_violated"}
+    branches = _forks_of(claims[:4], mine[0].run_id) + _forks_of(claims[4:], mine[0].run_id, "restore")
+    out = _write(tmp_path / "with-forks", mine + branches, runs[0])
+    reader = LearningRecords()
+    assert reader.count(out) == reader.count(runs[0]) == len(TRAIN_DEV)
+    assert reader.failures(out) == reader.failures(runs[0])
+    assert reader.not_root(out) == {"fork": 4, "restore": len(claims) - 4}
+    result = improve([out], PROFILE, store=store)
+    assert result.lineage is not None and result.episodes == len(TRAIN_DEV)
+    assert set(result.lineage.episodes) == {f.key for f in LearningRecords().failures(runs[0])}
+    assert result.not_root == (("fork", 4), ("restore", len(claims) - 4))
+    assert {f.outcome for f in result.failures} == {"rule_violated"}  # nothing of the forked claims
+
+
+def test_a_run_of_forks_only_teaches_nothing(runs: tuple[Path, Path], store: ProfileStore, tmp_path: Path) -> None:
+    mine = read_records(runs[0])
+    out = _write(tmp_path / "forks-only", _forks_of(mine, mine[0].run_id), runs[0])
+    with pytest.raises(ValueError, match=r"no train or dev episode of support-bot@v1 .*5 fork\(s\) .*never evidence"):
+        improve([out], PROFILE, store=store)
+    assert store.get(PROFILE).version == 1

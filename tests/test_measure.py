@@ -760,3 +760,64 @@ def test_the_two_panel_titles_of_a_comparison_plot_do_not_overlap(tmp_path: Path
             assert not one.overlaps(other), (one, other)
     assert "A = reference-checkpoint-number-one" in fig.get_suptitle()
     plt.close(fig)
+
+
+# --- issue 31: forks and restores are never evidence -------------------------------------------
+
+
+def with_branches(path: Path, branches: dict[int, str], kind: str = "fork", reuse_repeat: bool = False) -> Path:
+    """Add to run ``path`` one episode per character of ``branches[j]`` on scenario j, each a ``kind`` (fork or
+    restore) of that scenario's repeat 0, numbered after its repeats (as serve numbers them) or, with
+    ``reuse_repeat``, under its parent's repeat (as a local fork that keeps its parent's number)."""
+    table = pq.read_table(path / "episodes.parquet")
+    rows = [{"parent_episode": None, "parent_kind": None, **r} for r in table.to_pylist()]
+    template = rows[0]
+    for j, codes in branches.items():
+        scenario = f"shop/task-{j:02d}"
+        last = max(r["repeat"] for r in rows if r["scenario"] == scenario)
+        for i, code in enumerate(codes):
+            outcome = CODES[code]
+            rows.append({**template, "scenario": scenario, "repeat": 0 if reuse_repeat else last + 1 + i,
+                         "outcome": outcome, "reward": REWARD[outcome], "outcome_reward": REWARD[outcome],
+                         "false_completion": False, "parent_episode": f"{scenario}#0", "parent_kind": kind})
+    store(path, pa.Table.from_pylist(rows))
+    return path
+
+
+HALF = ["VN"] * 6
+"""A 50% agent: every scenario verified once in two."""
+
+
+def test_forks_are_left_out_of_every_number_and_counted_apart(tmp_path: Path) -> None:
+    """The break: forks of passing episodes, finished, count as more verified repeats of their scenario."""
+    plain = write_run(tmp_path / "plain", HALF)
+    forked = with_branches(write_run(tmp_path / "forked", HALF), {j: "VVVV" for j in range(6)})
+    with_branches(forked, {0: "V", 1: "V"}, kind="restore")
+    (a,), (b,) = load_run(plain), load_run(forked)
+    ra, rb = summarize(a), summarize(b)
+    assert rb.verified.value == pytest.approx(0.5) and rb.verified == ra.verified
+    assert b.not_root == {"fork": 24, "restore": 2} and a.not_root == {}
+    assert (rb.n_scored, rb.repeats, rb.pass_k) == (ra.n_scored, ra.repeats, ra.pass_k)
+    assert rb.not_root == {"fork": 24, "restore": 2}
+    out = measure_cli(forked)
+    assert "left out, never evidence about the agent: 24 fork(s), 2 restore(s)" in out
+    assert "left out, never evidence" not in measure_cli(plain)
+    assert json.loads(measure_cli(forked, "--json"))["runs"][0]["not_root"] == {"fork": 24, "restore": 2}
+    # compared with another agent, the forks change nothing of the comparison either
+    other = write_run(tmp_path / "other", ["VV"] * 6, agent="ckpt-2")
+    (c,) = load_run(other)
+    assert compare(b, c).metrics[0].difference == compare(a, c).metrics[0].difference == pytest.approx(-0.5)
+
+
+def test_a_fork_that_keeps_its_parents_repeat_is_left_out_not_refused(tmp_path: Path) -> None:
+    forked = with_branches(write_run(tmp_path / "r", HALF), {0: "VV"}, reuse_repeat=True)
+    (run,) = load_run(forked)
+    assert run.not_root == {"fork": 2} and summarize(run).verified.value == pytest.approx(0.5)
+
+
+def test_a_run_of_forks_only_has_nothing_to_measure(tmp_path: Path) -> None:
+    path = write_run(tmp_path / "r", ["V"])
+    table = pq.read_table(path / "episodes.parquet").to_pylist()
+    store(path, pa.Table.from_pylist([{**r, "parent_episode": "x", "parent_kind": "fork"} for r in table]))
+    with pytest.raises(RunError, match="no root episode.*1 fork"):
+        load_run(path)

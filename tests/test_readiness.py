@@ -7,6 +7,7 @@ break the hard rule then give up, claim done at once) under one agent label.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,12 @@ from typing import Any
 import pytest
 import tinyworld
 
+import rehearsal_env
+from rehearsal_env import RehearsalEnv
 from rehearsal_env.agents import NullAgent, Policy, ScriptedAgent
 from rehearsal_env.cli import main
-from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, format_readiness, readiness_of
-from rehearsal_env.records import EpisodeRecord, seal_run, write_part
+from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, assess_runs, format_readiness, readiness_of
+from rehearsal_env.records import EpisodeRecord, record_episode, seal_run, write_part
 from rehearsal_env.runner import EpisodeSpec, RunConfig, run_batch
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
 from rehearsal_env.versions import build_and_publish, withdraw_by_hand
@@ -59,7 +62,7 @@ def episodes(world: World, plan: Mapping[str, tuple[str, ...]],
     return records
 
 
-def verdict(world: World, root: Path, plan: Mapping[str, tuple[str, ...]], **kw: bool) -> Readiness:
+def verdict(world: World, root: Path, plan: Mapping[str, tuple[str, ...]], **kw: Any) -> Readiness:
     return readiness_of(episodes(world, plan), versions_root=root, **kw)
 
 
@@ -218,3 +221,101 @@ def test_cli_takes_the_not_scored_limit(world: World, root: Path, tmp_path: Path
     assert out.startswith("Needs work") and f"causes: {cause_of('database')} 1" in out
     assert main(["readiness", str(tmp_path / "a"), "--versions", str(root), "--max-not-scored", "0.2"]) == 0
     assert capsys.readouterr().out.startswith("Ready to pilot")
+
+
+# --- forks and restores are never evidence; readiness is per key (issue 31) ----------------------
+
+
+def forked_finishes(world: World, scenario: str, forks: int, *, restores: int = 0,
+                    agent: str = "candidate", repeat: int = 0) -> list[EpisodeRecord]:
+    """Play the reference of ``scenario`` up to its ``finish``, then fork it ``forks`` times (and restore its
+    checkpoint ``restores`` times) and finish every fork and restore: the records of those forks and restores,
+    real episodes whose records name their parent."""
+    scenario_ = world.scenario(scenario)
+    env = RehearsalEnv(scenario_, world)
+    observation, info = env.reset(seed=repeat)
+    agent_ = ScriptedAgent(scenario_.reference)
+    while True:
+        action = agent_(observation, info)
+        if json.loads(action)["tool"] == "finish":
+            break
+        observation, _, _, _, info = env.step(action)
+    branches = [env.fork() for _ in range(forks)]
+    branches += [rehearsal_env.restore(env.checkpoint(), world=world) for _ in range(restores)]
+    out = []
+    for i, branch in enumerate(branches):
+        branch.step(action)
+        out.append(record_episode(branch.episode, run_id="run_forks", agent=agent, agent_version="v1",
+                                  repeat=100 + 10 * repeat + i, seed=repeat, backend="sqlite", stress=True,
+                                  provenance=branch.provenance()))
+        branch.close()
+    env.close()
+    return out
+
+
+def served(records: list[EpisodeRecord], key: str) -> list[EpisodeRecord]:
+    """``records`` as episodes a key played over ``rehearsal serve`` (records carry the key's id)."""
+    return [dataclasses.replace(r, key_id=key) for r in records]
+
+
+def test_forks_of_passing_episodes_never_turn_needs_work_into_ready(world: World, root: Path) -> None:
+    """The break: a key forks its passing episodes just before ``finish`` and finishes the forks; a 50% agent
+    ("Needs work") read as 15 of 18, 83%, "Ready to pilot"."""
+    roots = episodes(world, {s: ("reference", "give-up") for s in ALL})
+    forks = [f for s in ALL for f in forked_finishes(world, s, 4)]
+    assert len(forks) == 12 and {(f.outcome, f.parent_kind) for f in forks} == {("verified", "fork")}
+    before = readiness_of(served(roots, "k_a"), versions_root=root)
+    assert (before.label, before.counted, before.verified) == (NEEDS_WORK, 6, 3)
+    after = readiness_of(served(roots + forks, "k_a"), versions_root=root)
+    assert (after.label, after.counted, after.verified) == (NEEDS_WORK, 6, 3)
+    assert after.reasons == before.reasons and dict(after.left_out)["fork (not evidence)"] == 12
+    assert "12 fork (not evidence)" in format_readiness(after)
+    [via_assess] = assess(served(roots + forks, "k_a"), versions_root=root)
+    assert via_assess == after
+
+
+def test_restores_are_never_evidence_and_forks_alone_count_nothing(world: World, root: Path) -> None:
+    branches = [b for s in ALL for b in forked_finishes(world, s, 1, restores=1)]
+    assert sorted(b.parent_kind or "" for b in branches) == ["fork"] * 3 + ["restore"] * 3
+    assert all(b.outcome == "verified" for b in branches)
+    r = readiness_of(branches, versions_root=root)
+    assert not r.ready and (r.counted, r.verified) == (0, 0)
+    assert r.left_out == (("fork (not evidence)", 3), ("restore (not evidence)", 3))
+    assert r.reasons[0].startswith("only 0 scored episode(s)")
+    # a fork that broke a hard rule or claimed done is no evidence either way: the root episodes decide
+    roots = episodes(world, {s: ("reference",) for s in ALL})
+    bad = [dataclasses.replace(b, outcome="rule_violated", false_completion=True) for b in branches]
+    assert readiness_of(roots + bad, versions_root=root).ready
+
+
+def test_another_keys_episodes_never_change_a_verdict(world: World, root: Path) -> None:
+    """The break: with unbound keys, one bare ``finish`` played by another key under the rival's agent name
+    turned the rival's 12/12 "Ready to pilot" into "Needs work"."""
+    rival = served(episodes(world, {s: ("reference",) * 4 for s in ALL}), "k_rival")
+    alone = readiness_of(rival, versions_root=root)
+    assert alone.ready and (alone.counted, alone.verified) == (12, 12)
+    spoiler = served(episodes(world, {"pay-ann": ("claim-done",)}), "k_spoiler")
+    verdicts = {v.key_id: v for v in assess(rival + spoiler, versions_root=root)}
+    assert set(verdicts) == {"k_rival", "k_spoiler"}
+    assert verdicts["k_rival"].ready and verdicts["k_rival"].reasons == ()
+    assert (verdicts["k_rival"].counted, verdicts["k_rival"].verified) == (12, 12)
+    assert not verdicts["k_spoiler"].ready and verdicts["k_spoiler"].counted == 1
+    # the other key is named as information only
+    assert verdicts["k_rival"].other_keys == ("k_spoiler",)
+    assert "(played by key k_rival)" in format_readiness(verdicts["k_rival"])
+    assert format_readiness(verdicts["k_rival"]).startswith(READY)
+    assert "also played under this agent version by key(s) k_spoiler" in format_readiness(verdicts["k_rival"])
+    # episodes not played over serve (no key) are a verdict of their own, and change neither
+    local = episodes(world, {"pay-ann": ("give-up",) * 3})
+    mixed = {v.key_id: v for v in assess(rival + spoiler + local, versions_root=root)}
+    assert mixed["k_rival"].ready and not mixed[None].ready and mixed[None].counted == 3
+
+
+def test_another_keys_damaged_run_never_changes_a_verdict(world: World, root: Path, tmp_path: Path) -> None:
+    write_part(tmp_path / "rival", served(episodes(world, {s: ("reference",) * 2 for s in ALL}), "k_rival"), 0)
+    seal_run(tmp_path / "rival")
+    write_part(tmp_path / "spoiler", served(episodes(world, {"pay-ann": ("reference",)}), "k_spoiler"), 0)
+    # the spoiler's run is never sealed: its records cannot be trusted, but they are not the rival's
+    verdicts = {v.key_id: v for v in assess_runs([tmp_path / "rival", tmp_path / "spoiler"], versions_root=root)}
+    assert verdicts["k_rival"].ready and verdicts["k_rival"].reasons == ()
+    assert not verdicts["k_spoiler"].ready and "cannot be trusted" in verdicts["k_spoiler"].reasons[0]

@@ -198,3 +198,29 @@ def test_cli_compare_decides_reference_against_a_wrong_agent(tmp_path: Path) -> 
     with contextlib.redirect_stderr(err):
         assert rehearsal(["compare", "reference", WRONG, "--world", "shop", "--max-episodes", "0"]) == 2
     assert err.getvalue().startswith("rehearsal: error: expected --max-episodes >= 1")
+
+
+def test_a_pair_with_a_fork_or_restore_is_left_out_and_counted_apart(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: only root episodes are evidence. The runner plays every episode from reset, so a fork can only
+    reach a comparison from a runner that hands one back; such a pair is left out of the decision and counted."""
+    import dataclasses
+
+    from rehearsal_env.measure import _seqrun
+
+    played = _seqrun.run_batch
+
+    def forking(config: RunConfig, specs: object, **kw: object) -> object:
+        records = played(config, specs, **kw)  # type: ignore[arg-type]
+        if config.agent_version == "mix-b":  # B's episodes of repeat 0 come back as forks
+            records = [dataclasses.replace(r, parent_episode="p", parent_turn=1, parent_kind="fork")
+                       if r.repeat == 0 else r for r in records]
+        return records
+
+    monkeypatch.setattr(_seqrun, "run_batch", forking)
+    a, b = configs()
+    result = compare_sequentially(a, b, tmp_path, max_episodes=20, batch_pairs=20, factory_a=mixture(1.0, 1),
+                                  factory_b=mixture(0.0, 2))
+    n = result.scenarios
+    assert result.episodes == 20 and result.not_root == n and result.pairs == 20 - n and result.left_out == 0
+    assert json.loads((tmp_path / "A" / SEQUENTIAL_FILE).read_text())["not_root_pairs"] == n

@@ -97,6 +97,9 @@ def handle(args: argparse.Namespace) -> int:
               f"+-{_floor(final)}, the floor")
     if result.left_out:
         print(f"{result.left_out} pair(s) left out: an episode of the pair was not scored")
+    if result.not_root:
+        print(f"{result.not_root} pair(s) left out: an episode of the pair was a fork or restore, never evidence "
+              "about the agent")
     print(f"wrote {result.run_a} and {result.run_b} (measure them with `python measure.py {result.run_a} "
           f"{result.run_b}`)\nmethod: {SEQUENTIAL_REFERENCE}")
     return 0

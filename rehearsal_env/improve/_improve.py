@@ -4,7 +4,8 @@
 
 1. resolves the parent version (``NAME`` is its latest, ``NAME@vN`` that one);
 2. reads, through :class:`~._reader.LearningRecords` only, the failed train and dev
-   episodes of that version in every run (holdout rows never leave the scan);
+   root episodes of that version in every run (holdout rows never leave the scan; forks and
+   restores are never evidence about the agent: left out, and counted in :attr:`Improvement.not_root`);
 3. refuses a failure whose scenario the world itself places in holdout (records that
    disagree with their world are not learned from);
 4. has the writer (:class:`~._lessons.RuleWriter`, or :class:`~._lessons.ModelWriter` when
@@ -45,6 +46,9 @@ class Improvement:
     """Train and dev episodes of the parent version in the runs (failed or not)."""
     reason: str | None
     """Why no version was written (None when one was)."""
+    not_root: tuple[tuple[str, int], ...] = ()
+    """(kind, episodes): train and dev episodes of the parent version left out because they are forks or restores,
+    not root episodes (never evidence about the agent)."""
 
 
 def _worlds(failures: Sequence[FailedEpisode]) -> list[World]:
@@ -73,6 +77,14 @@ def _check_against_worlds(failures: Sequence[FailedEpisode], worlds: Sequence[Wo
                                  "holdout, so it stops here. Re-run the scenario with this world")
 
 
+def _add(counts: Sequence[dict[str, int]]) -> tuple[tuple[str, int], ...]:
+    out: dict[str, int] = {}
+    for one in counts:
+        for kind, n in one.items():
+            out[kind] = out.get(kind, 0) + n
+    return tuple(sorted(out.items()))
+
+
 def improve(run_dirs: Sequence[str | Path], profile: str, *, writer: LessonWriter | None = None,
             store: ProfileStore | None = None,
             splits: Sequence[LearnableSplit] = LEARNABLE_SPLITS) -> Improvement:
@@ -93,14 +105,17 @@ def improve(run_dirs: Sequence[str | Path], profile: str, *, writer: LessonWrite
                          "instructions: there is nothing to improve. Improve a profile with agent = \"openai\"")
     reader = LearningRecords(splits, agent=(parent.name, parent.agent), agent_version=parent.label)
     episodes = sum(reader.count(run_dir) for run_dir in run_dirs)
+    not_root = _add([reader.not_root(run_dir) for run_dir in run_dirs])
+    apart = (f"; {', '.join(f'{n} {kind}(s)' for kind, n in not_root)} left out: a fork or restore is never "
+             "evidence about the agent") if not_root else ""
     if episodes == 0:
-        raise ValueError(f"the runs hold no {' or '.join(reader.splits)} episode of {parent.ref} (records with "
-                         f"agent {parent.name!r} and version {parent.label!r}); run it first: "
+        raise ValueError(f"the runs hold no {' or '.join(reader.splits)} episode of {parent.ref} (root episodes with "
+                         f"agent {parent.name!r} and version {parent.label!r}{apart}); run it first: "
                          f"`rehearsal run --agent {parent.ref} --split train`")
     failures = tuple(f for run_dir in run_dirs for f in reader.failures(run_dir))
     if not failures:
         return Improvement(parent, None, None, (), episodes, f"no failed {' or '.join(reader.splits)} episode "
-                           f"of {parent.ref} in {episodes} read: nothing to learn from")
+                           f"of {parent.ref} in {episodes} read{apart}: nothing to learn from", not_root)
     worlds = _worlds(failures)
     _check_against_worlds(failures, worlds)
     chosen = writer or RuleWriter()
@@ -109,17 +124,17 @@ def improve(run_dirs: Sequence[str | Path], profile: str, *, writer: LessonWrite
     if not instructions.strip():
         return Improvement(parent, None, None, failures, episodes,
                            f"the improved instructions of {parent.ref} are empty ({chosen.name} wrote no lesson): "
-                           "no new version")
+                           "no new version", not_root)
     if " ".join(instructions.split()) == " ".join(parent.instructions.split()):
         return Improvement(parent, None, None, failures, episodes,
-                           f"the instructions of {parent.ref} hold every lesson already: no new version")
+                           f"the instructions of {parent.ref} hold every lesson already: no new version", not_root)
     stored, created = store.register(replace(parent, instructions=instructions, version=None))
     if not created or stored.version is None or parent.version is None:
         return Improvement(parent, None, None, failures, episodes,
-                           f"the improved profile equals {stored.ref}, which exists already: no new version")
+                           f"the improved profile equals {stored.ref}, which exists already: no new version", not_root)
     lineage = Lineage(profile=stored.name, version=stored.version, parent_version=parent.version,
                       runs=tuple(sorted({f.run_id for f in failures})),
                       episodes=tuple(f.key for f in failures), splits=tuple(reader.splits),
                       writer=chosen.name, lessons=tuple(lessons))
     write_lineage(lineage, store.root)
-    return Improvement(parent, stored, lineage, failures, episodes, None)
+    return Improvement(parent, stored, lineage, failures, episodes, None, not_root)

@@ -27,6 +27,10 @@ whose scenario the published version places in a learnable split.
 
 The parts are verified first: the manifest both ways and the run's seal by a trusted key
 (``records.checked_parts`` and ``records.verify_seal``).
+
+Only root episodes (begun at ``reset``) are learned from and counted. A fork or restore is a training and search
+tool whose actions after the cut may be anyone's, never evidence about the agent (the rule readiness, ``measure.py``
+and compare use: ``records._record.episode_kind``); :meth:`LearningRecords.not_root` counts those left out.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..records import SCHEMA, PublicKey, checked_parts, verify_seal
+from ..records._record import ROOT_EPISODE, episode_kind
 from ..versions import NotPublished, load_content
 
 LearnableSplit = Literal["train", "dev"]
@@ -51,8 +56,10 @@ FAILED_OUTCOMES = ("not_achieved", "rule_violated")
 """The outcomes read: the agent failed. Not-scored episodes are the environment's failure, not a lesson."""
 COLUMNS = ("run_id", "world", "world_version", "scenario", "split", "category", "agent", "agent_version", "repeat",
            "outcome", "ending", "false_completion", "duplicate_effects", "rejected_attempts",
-           "unnecessary_interruptions", "checks")
+           "unnecessary_interruptions", "checks", "parent_episode", "parent_kind")
 """The only columns the scan reads."""
+LINEAGE = ("parent_episode", "parent_kind")
+"""The columns that say whether an episode is a root episode (:func:`~rehearsal_env.records._record.episode_kind`)."""
 
 
 class HoldoutRefused(ValueError):
@@ -195,13 +202,26 @@ class LearningRecords:
                                      "holdout, so it stops here")
         self._learnable_ids[(world, version)] = [i for split in self.splits for i in published.get(split, [])]
 
-    def count(self, run_dir: str | Path) -> int:
-        """How many episodes of the learnable splits (failed or not) the run holds for the agent."""
+    def _kinds(self, run_dir: str | Path) -> dict[str, int]:
+        """Kind (root, fork, restore) -> the agent's episodes of the learnable splits in the run, failed or not."""
         dataset = self._dataset(run_dir)  # first: it learns which scenarios the published version allows
-        return int(dataset.count_rows(filter=self._filter(None)))
+        out: dict[str, int] = {}
+        for row in dataset.to_table(columns=list(LINEAGE), filter=self._filter(None)).to_pylist():
+            kind = episode_kind(row["parent_episode"], row["parent_kind"])
+            out[kind] = out.get(kind, 0) + 1
+        return out
+
+    def count(self, run_dir: str | Path) -> int:
+        """How many root episodes of the learnable splits (failed or not) the run holds for the agent."""
+        return self._kinds(run_dir).get(ROOT_EPISODE, 0)
+
+    def not_root(self, run_dir: str | Path) -> dict[str, int]:
+        """Kind (``fork``, ``restore``) -> episodes of the learnable splits the run holds for the agent that are
+        left out because they are not root episodes (never evidence about the agent)."""
+        return dict(sorted((k, n) for k, n in self._kinds(run_dir).items() if k != ROOT_EPISODE))
 
     def failures(self, run_dir: str | Path) -> list[FailedEpisode]:
-        """The run's failed episodes of the learnable splits, ordered by (scenario, repeat)."""
+        """The run's failed root episodes of the learnable splits, ordered by (scenario, repeat)."""
         dataset = self._dataset(run_dir)  # first: it learns which scenarios the published version allows
         table = dataset.to_table(columns=list(COLUMNS), filter=self._filter(FAILED_OUTCOMES))
         out = []
@@ -209,6 +229,8 @@ class LearningRecords:
             if row["split"] not in self.splits:
                 raise HoldoutLeak(f"a {row['split']!r} row came out of a scan filtered to {self.splits}; "
                                   "this is a bug of rehearsal_env.improve")
+            if episode_kind(row["parent_episode"], row["parent_kind"]) != ROOT_EPISODE:
+                continue  # a fork or restore: never evidence about the agent (counted by not_root)
             checks = row["checks"] or []
             out.append(FailedEpisode(
                 run_id=row["run_id"], world=row["world"], world_version=row["world_version"],

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow.dataset as ds
 from scipy import stats
 
+from ..records._record import ROOT_EPISODE, episode_kind
 from ._intervals import CONFIDENCE, Estimate, t_bounds
 from ._load import AgentRun, checkpoint_of
 
@@ -102,13 +103,15 @@ def profile_prices(run_dir: str | Path) -> Prices | None:
 
 
 def token_rows(run_dir: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """(checkpoint, scenario, repeat) -> the token columns the records have (``tokens``, and the split if any)."""
+    """(checkpoint, scenario, repeat) -> the token columns the records have (``tokens``, and the split if any), of
+    root episodes only (a fork or restore that kept its parent's repeat never stands in for it)."""
     dataset = ds.dataset(str(Path(run_dir) / "episodes.parquet"), format="parquet")
     names = dataset.schema.names
     wanted = [c for c in ("agent", "agent_version", "scenario", "repeat", "tokens", "input_tokens",
-                          "output_tokens") if c in names]
+                          "output_tokens", "parent_episode", "parent_kind") if c in names]
     return {(checkpoint_of(r), str(r["scenario"]), int(r["repeat"])): r
-            for r in dataset.to_table(columns=wanted).to_pylist()}
+            for r in dataset.to_table(columns=wanted).to_pylist()
+            if episode_kind(r.get("parent_episode"), r.get("parent_kind")) == ROOT_EPISODE}
 
 
 def _t_estimate(means: np.ndarray, episodes: int, method: str) -> Estimate:

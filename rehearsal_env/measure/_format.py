@@ -59,6 +59,13 @@ def _rate_row(label: str, e: Estimate, not_scored: str = "") -> str:
     return f"  {label:<22}{_f(e.value):>7}  {_ci(e):<17}{count:>9}  {not_scored:>12}  {extra}"
 
 
+def not_root_line(not_root: dict[str, int]) -> str:
+    """The line that says which forks and restores were left out (they are never evidence about the agent)."""
+    kinds = ", ".join(f"{k} {kind}(s)" for kind, k in not_root.items())
+    return (f"  left out, never evidence about the agent: {kinds} (a fork or restore is a training and search tool; "
+            "only root episodes, begun at reset, are counted)")
+
+
 def format_report(r: AgentReport) -> str:
     """The one-run table: headline numbers with the not-scored share, worst case, pass^k / pass@k, floors."""
     splits = ", ".join(f"{k} {v}" for k, v in r.splits.items())
@@ -70,6 +77,8 @@ def format_report(r: AgentReport) -> str:
              f"  {r.n_scenarios} scenarios scored, {repeats}: {r.n_scored} scored episodes; "
              f"{r.n_not_scored} not scored ({r.not_scored_share:.1%} of {total} episodes; excluded from every "
              f"rate{causes}); scenarios per split: {splits}"]
+    if r.not_root:
+        lines.append(not_root_line(r.not_root))
     if r.sequential:
         lines.append(f"  {r.sequential}")
     if not r.balanced:

@@ -9,6 +9,12 @@ sandbox, worker; ``unknown`` for records written before the column existed): the
 from every rate. Each scenario keeps its scored episodes' repeat indices, so two runs can be
 paired episode by episode when counting flips. K, the repeats, counts scored episodes only: an
 extra not-scored episode is no repeat.
+
+Only root episodes (begun at ``reset``) are measured. A fork or restore (its record's ``parent_episode`` and
+``parent_kind``; :func:`rehearsal_env.records._record.episode_kind` decides, the same rule readiness, compare and
+improve use) is a training and search tool, never evidence about the agent: it is left out before anything is
+counted, and counted apart per kind (:attr:`AgentRun.not_root`). Records written before those columns existed
+are root episodes.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ import numpy as np
 import pyarrow.dataset as ds
 
 from ..records import MixedRuns, PublicKey, RecordsDamaged, sealed_parts
+from ..records._record import ROOT_EPISODE, episode_kind
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
 REQUIRED_COLUMNS = ("scenario", "split", "agent", "repeat", "outcome", "reward", "false_completion")
 """Columns ``episodes.parquet`` must have."""
-OPTIONAL_COLUMNS = ("not_scored_cause", "agent_version")
+OPTIONAL_COLUMNS = ("not_scored_cause", "agent_version", "parent_episode", "parent_kind")
 """Columns read when present."""
 UNKNOWN_CAUSE = "unknown"
 """The cause of a not-scored episode whose record names none (written before causes were recorded)."""
@@ -79,6 +86,9 @@ class AgentRun:
     """K: the most scored episodes any scenario has (not-scored episodes are no repeats)."""
     provenance: Mapping[str, Any] | None = field(repr=False)
     """The run's provenance blob; None when the run directory has no provenance.json."""
+    not_root: Mapping[str, int] = field(default_factory=dict)
+    """Kind (``fork``, ``restore``) -> this agent's episodes left out because they are not root episodes (never
+    evidence about the agent); empty when there were none."""
 
     def per_scenario(self, metric: str) -> dict[str, np.ndarray]:
         """Scenario id -> that scenario's values of ``metric`` (scenarios without values left out)."""
@@ -175,10 +185,32 @@ def load_run(path: str | Path, split: str | None = None,
                            f"one of {splits}")
     if not rows:
         raise RunError(f"{episodes}: expected at least one episode; the file has no rows")
+    not_root: dict[str, dict[str, int]] = {}
+    roots = []
     for r in rows:
         r["checkpoint"] = checkpoint_of(r)
-    agents = sorted({r["checkpoint"] for r in rows})
-    return [_agent_run(str(path), a, [r for r in rows if r["checkpoint"] == a], provenance) for a in agents]
+        kind = episode_kind(r.get("parent_episode"), r.get("parent_kind"))
+        if kind == ROOT_EPISODE:
+            roots.append(r)
+        else:
+            counts = not_root.setdefault(r["checkpoint"], {})
+            counts[kind] = counts.get(kind, 0) + 1
+    if not roots:
+        found = ", ".join(f"{k} {kind}(s)" for kind, k in _kinds(not_root).items())
+        raise RunError(f"{episodes}: expected root episodes (begun at reset) to measure; found no root episode, only "
+                       f"{found}: a fork or restore is never evidence about the agent. Measure a run of episodes "
+                       "played from reset")
+    agents = sorted({r["checkpoint"] for r in roots})
+    return [_agent_run(str(path), a, [r for r in roots if r["checkpoint"] == a], provenance, not_root.get(a, {}))
+            for a in agents]
+
+
+def _kinds(by_agent: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for counts in by_agent.values():
+        for kind, k in counts.items():
+            out[kind] = out.get(kind, 0) + k
+    return dict(sorted(out.items()))
 
 
 def checkpoint_of(row: Mapping[str, Any]) -> str:
@@ -202,7 +234,7 @@ def read_provenance(root: Path) -> dict[str, Any] | None:
 
 
 def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
-               provenance: dict[str, Any] | None) -> AgentRun:
+               provenance: dict[str, Any] | None, not_root: Mapping[str, int]) -> AgentRun:
     by_scenario: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_scenario.setdefault(str(r["scenario"]), []).append(r)
@@ -237,7 +269,8 @@ def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
             not_scored_causes=causes,
         ))
     repeats = max(len(s.repeats) for s in scenarios)
-    return AgentRun(run=run, agent=agent, scenarios=tuple(scenarios), repeats=repeats, provenance=provenance)
+    return AgentRun(run=run, agent=agent, scenarios=tuple(scenarios), repeats=repeats, provenance=provenance,
+                    not_root=dict(sorted(not_root.items())))
 
 
 def select_agent(runs: list[AgentRun], agent: str | None, where: str) -> AgentRun:

@@ -9,7 +9,8 @@ repeats; round r is repeat r, reset with seed ``config.seed + r`` as in any run.
 the same (scenario, repeat) pairs in both runs. ``rehearsal run --resume DIR`` would play the rest of the
 budget as a fixed design; the marker then no longer describes the run (measure says so).
 
-A pair whose episode is not scored in either run is left out of the decision (and counted).
+A pair whose episode is not scored in either run is left out of the decision (and counted); so is a pair with an
+episode that is not a root episode (a fork or restore, never evidence about the agent; counted apart as ``not_root``).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
     records: tuple[list[EpisodeRecord], list[EpisodeRecord]] = ([], [])
     diffs: list[float] = []
     shown: list[Look] = []
-    left_out = 0
+    left_out = not_root = 0
     decision = BUDGET
     with run_lock(dirs[0], configs[0].run_id), run_lock(dirs[1], configs[1].run_id):
         dbs = [open_database(st.run.world, st.config.backend, **st.config.backend_options) for st in states]
@@ -107,7 +108,9 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
                     kept.extend(recs)
                 for ra, rb in zip(*played, strict=True):
                     va, vb = _verified(ra), _verified(rb)
-                    if va is None or vb is None:
+                    if not (ra.is_root and rb.is_root):
+                        not_root += 1
+                    elif va is None or vb is None:
                         left_out += 1
                     else:
                         diffs.append(va - vb)
@@ -125,7 +128,7 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
         result = SequentialResult(
             run_a=str(dirs[0]), run_b=str(dirs[1]), agent_a=config_a.agent, agent_b=config_b.agent, scenarios=n,
             budget=budget, episodes=len(records[0]), pairs=len(diffs), left_out=left_out, decision=decision,
-            looks=tuple(shown), floor_given=floor, design_pairs=design_pairs)
+            looks=tuple(shown), floor_given=floor, design_pairs=design_pairs, not_root=not_root)
         for role, st, d, recs in zip("AB", states, dirs, records, strict=True):
             write_summary(st.run, d, recs)
             write_marker(d, role, result, order_seed, batch_pairs)
@@ -141,7 +144,8 @@ def write_marker(run_dir: Path, role: str, result: SequentialResult, order_seed:
         "sequential": True, "role": role, "partner": Path(partner).name, "method": METHOD, "reference": REFERENCE,
         "alpha": ALPHA, "metric": "verified", "order_seed": order_seed, "batch_pairs": batch_pairs,
         "budget_episodes": result.budget, "episodes": result.episodes, "pairs": result.pairs,
-        "left_out_pairs": result.left_out, "design_pairs": result.design_pairs, "floor_given": result.floor_given,
+        "left_out_pairs": result.left_out, "not_root_pairs": result.not_root, "design_pairs": result.design_pairs,
+        "floor_given": result.floor_given,
         "decision": result.decision, "agents": {"A": result.agent_a, "B": result.agent_b},
         "looks": [asdict(look) for look in result.looks],
     }

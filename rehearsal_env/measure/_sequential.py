@@ -236,6 +236,9 @@ class SequentialResult:
     """The floor given (None: estimated from the pairs at each look)."""
     design_pairs: int
     """n x K of the fixed design whose floor the decision uses."""
+    not_root: int = 0
+    """Pairs left out because an episode was a fork or restore, not a root episode (never evidence about the agent;
+    the runner plays every episode from reset, so this stays 0 unless a runner hands one back)."""
 
     @property
     def final(self) -> Look | None:

@@ -1,6 +1,8 @@
 """The headline numbers of one agent in one run, each with its 95% interval and the floor.
 
-Not-scored episodes are excluded from every rate and counted. The verified, rule-violated and
+Not-scored episodes are excluded from every rate and counted. Forks and restores are never evidence
+about the agent: :func:`._load.load_run` leaves them out before anything is counted, and the report
+counts them apart (``not_root``). The verified, rule-violated and
 false-completion rates are rates of 0/1 outcomes (:func:`._intervals.rate_estimate`); the mean
 reward uses the t interval on scenario means (:func:`._intervals.mean_estimate`). pass^k and
 pass@k run to the most scored repeats of any scenario (:mod:`._passk`). The resolution floor is
@@ -16,7 +18,7 @@ so and gives no floor.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +100,9 @@ class AgentReport:
     """Verified rate per scenario category (empty when the records name none)."""
     cost: CostReport | None = None
     """Cost per episode and per verified episode, with what was left out."""
+    not_root: dict[str, int] = field(default_factory=dict)
+    """Kind (``fork``, ``restore``) -> episodes left out of every number because they are not root episodes
+    (begun at ``reset``): never evidence about the agent. Empty when there were none."""
 
 
 def worst_case(run: AgentRun) -> dict[str, Estimate]:
@@ -164,4 +169,5 @@ def summarize(run: AgentRun, prices: Prices | None = None) -> AgentReport:
         consistent=(agreeing, multi),
         categories=category_rates(run),
         cost=cost_report(run, prices),
+        not_root=dict(run.not_root),
     )

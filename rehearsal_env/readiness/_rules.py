@@ -3,7 +3,7 @@
 An agent version is ready to pilot on a world version when all of these hold:
 
 1. the world version is published (only a published version can be evaluated);
-2. it has at least :data:`MIN_SCORED` scored episodes on scenarios it never
+2. it has at least :data:`MIN_SCORED` scored root episodes on scenarios it never
    learned from: every scenario for a version nobody improved, the holdout
    scenarios for a version produced by an improvement step;
 3. :data:`MIN_VERIFIED_SHARE` or more of those episodes are verified;
@@ -14,10 +14,19 @@ An agent version is ready to pilot on a world version when all of these hold:
    has not measured the agent, so a not-scored episode is left out of the
    rates but is never invisible (the verdict lists the causes).
 
-Episodes played over ``rehearsal serve`` carry the id of the API key that played them
-(``key_id``). Readiness never mixes keys: one verdict counts one key's episodes and names it,
-and an agent version whose episodes were played by more than one key needs work (anyone can
-type an agent's name; bind keys to agent names with ``rehearsal keys create --agent``).
+Only root episodes are evidence: an episode that began at ``reset``. A fork or a restore
+(``parent_kind`` on its record; :func:`rehearsal_env.records._record.episode_kind` decides) is a
+training and search tool whose steps after the cut may be anyone's, so it counts for no rule, the
+hard rules and false completions included, and the verdict lists how many were left out
+(``fork (not evidence)``, ``restore (not evidence)``). A key that forks its passing episodes just
+before ``finish`` and finishes the forks adds nothing to its verified share.
+
+Readiness is per key. Episodes played over ``rehearsal serve`` carry the id of the API key that
+played them (``key_id``); one verdict counts one key's episodes and names it, and another key's
+episodes never change it: anyone can type an agent's name, so an agent name is scoped by the key
+that played it (unless keys are bound to it with ``rehearsal keys create --agent``, so that only
+those keys can play as it). Other keys that played the same agent version are listed with the
+verdict, as information only. Episodes not played over ``serve`` (no key) are a verdict of their own.
 
 Episodes on scenarios kept out of, or withdrawn from, the version do not
 count for anything. Not-scored episodes (the environment failed) are not
@@ -36,6 +45,7 @@ from pathlib import Path
 
 from ..improve import is_improved
 from ..records import EpisodeRecord
+from ..records._record import ROOT_EPISODE, episode_kind
 from ..versions import NotPublished, load_manifest
 
 MIN_SCORED = 3
@@ -74,7 +84,8 @@ class Readiness:
     false_completions: tuple[str, ...]
     """``scenario#repeat`` of every counted episode with a false completion (rule 5)."""
     left_out: tuple[tuple[str, int], ...]
-    """(why, how many episodes) not counted: withdrawn, kept out, learned from, not scored."""
+    """(why, how many episodes) not counted: withdrawn, kept out, learned from, not scored, and forks and
+    restores (``fork (not evidence)``, ``restore (not evidence)``: only root episodes are evidence)."""
     reasons: tuple[str, ...]
     """Why it needs work, one line per failed rule (empty when ready)."""
     not_scored: int = 0
@@ -86,7 +97,8 @@ class Readiness:
     key_id: str | None = None
     """The API key whose episodes were counted (``rehearsal serve``); null: episodes not played over it."""
     other_keys: tuple[str, ...] = ()
-    """Other keys that played episodes of the same agent version (then it needs work)."""
+    """Other keys that played episodes of the same agent version: information only, each has its own verdict and
+    none changes this one."""
 
     @property
     def label(self) -> str:
@@ -126,7 +138,8 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
     """The readiness of the one agent version, world version and API key that ``records`` all share.
 
     ``max_not_scored_share`` is rule 6's limit (a share in [0, 1]); ``other_keys`` are other keys that
-    played episodes of the same agent version (it then needs work).
+    played episodes of the same agent version, listed with the verdict as information only (another key's
+    episodes never change a verdict). Forks and restores are left out of every rule and counted in ``left_out``.
 
     Raises:
         ValueError: the records are empty or mix agents, agent versions, world versions or keys.
@@ -154,8 +167,12 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
     in_use: list[EpisodeRecord] = []
     causes: dict[str, int] = {}
     for r in records:
+        kind = episode_kind(r.parent_episode, r.parent_kind)
         why = not_in_use.get(r.scenario)
-        if why is not None:
+        if kind != ROOT_EPISODE:
+            key = f"{kind} (not evidence)"
+            left[key] = left.get(key, 0) + 1
+        elif why is not None:
             key = "withdrawn scenario" if why.startswith("withdrawn") else "kept-out scenario"
             left[key] = left.get(key, 0) + 1
         elif r.outcome == "not_scored":
@@ -195,11 +212,6 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
                        "model is offered the tools")
     player = players.pop()
     others = tuple(sorted(_key_name(k) for k in set(other_keys) - {player}))
-    if others:
-        reasons.append(f"episodes of agent {agent} ({agent_version}) were also played by key(s) {', '.join(others)}; "
-                       f"this verdict counts key {_key_name(player)} only, and one agent version's readiness needs "
-                       f"one key's episodes: bind keys to agent names (`rehearsal keys create --agent NAME`) "
-                       f"and judge the right key's runs")
     return Readiness(agent=agent, agent_version=agent_version, world=world, world_version=world_version,
                      improved=improved, ready=not reasons, counted=len(never_learned), verified=verified,
                      rule_violations=violations, false_completions=false,
@@ -220,7 +232,8 @@ def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
            versions_root: str | Path | None = None,
            max_not_scored_share: float = MAX_NOT_SCORED_SHARE,
            profiles_root: str | Path | None = None) -> list[Readiness]:
-    """One :class:`Readiness` per (agent, agent version, world, world version) in ``records``, sorted.
+    """One :class:`Readiness` per (agent, agent version, world, world version, API key) in ``records``, sorted:
+    each counts its own key's root episodes only, and another key's episodes never change it.
 
     A version whose lineage (``rehearsal improve``; looked up in the profile store ``profiles_root``,
     default ``$REHEARSAL_AGENT_PROFILES``, else ``./agent_profiles``) says it was improved is judged as
@@ -247,5 +260,8 @@ def format_readiness(r: Readiness) -> str:
                  f"at most {r.max_not_scored_share:.0%} may be){causes}")
     if r.left_out:
         lines.append("  not counted: " + ", ".join(f"{n} {why}" for why, n in r.left_out))
+    if r.other_keys:
+        lines.append(f"  also played under this agent version by key(s) {', '.join(r.other_keys)}: each key has its "
+                     "own verdict, and none changes this one")
     lines += [f"  - {reason}" for reason in r.reasons]
     return "\n".join(lines)

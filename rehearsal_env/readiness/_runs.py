@@ -3,8 +3,9 @@
 A verdict rests on records nobody could have changed since the evaluation sealed them. So each
 run directory is checked first (:func:`rehearsal_env.records.verify_run_dir`: the manifest against
 the files both ways, one run id, a seal by a trusted key that still matches); its readable parts
-are judged as usual, and every verdict that counts an episode of a run with a problem is
-"Needs work", naming the run and the problem, whatever its numbers say.
+are judged as usual, and every verdict of an agent version and key with an episode in a run with a
+problem is "Needs work", naming the run and the problem, whatever its numbers say. A damaged run of
+another key's episodes changes no verdict but that key's: readiness is per key.
 """
 
 from __future__ import annotations
@@ -56,15 +57,16 @@ def _why(run: RunRecords) -> str:
 
 def assess_runs(run_dirs: Sequence[str | Path], *, trusted: Mapping[str, PublicKey] | None = None,
                 **options: Any) -> list[Readiness]:
-    """:func:`assess` over the records of ``run_dirs``; a verdict counting records of a run that is unsealed,
-    sealed by a key not in ``trusted`` (default: the state home's trusted keys), or changed since it was
-    sealed says "Needs work" with the reason. ``options`` go to :func:`assess`."""
+    """:func:`assess` over the records of ``run_dirs``; the verdict of an agent version and API key with records
+    (forks and restores included) in a run that is unsealed, sealed by a key not in ``trusted`` (default: the state
+    home's trusted keys), or changed since it was sealed says "Needs work" with the reason. ``options`` go to
+    :func:`assess`."""
     runs = [read_run(d, trusted) for d in run_dirs]
     verdicts = assess([r for run in runs for r in run.records], **options)
     out = []
     for verdict in verdicts:
-        key = (verdict.agent, verdict.agent_version, verdict.world, verdict.world_version)
+        key = (verdict.agent, verdict.agent_version, verdict.world, verdict.world_version, verdict.key_id)
         reasons = [_why(run) for run in runs if run.problems and any(
-            (r.agent, r.agent_version, r.world, r.world_version) == key for r in run.records)]
+            (r.agent, r.agent_version, r.world, r.world_version, r.key_id) == key for r in run.records)]
         out.append(replace(verdict, ready=False, reasons=(*reasons, *verdict.reasons)) if reasons else verdict)
     return out

@@ -31,6 +31,21 @@ from ..provenance import Provenance
 
 RECORD_VERSION = 4
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
+ROOT_EPISODE = "root"
+"""What :func:`episode_kind` calls an episode that began at ``reset``: the only kind that is evidence."""
+
+
+def episode_kind(parent_episode: str | None, parent_kind: str | None) -> str:
+    """What an episode is, from its record's lineage fields: :data:`ROOT_EPISODE` when it began at ``reset``
+    (no parent); ``fork`` or ``restore`` when it parted from a parent that way; ``unknown parent kind`` for a
+    record that names a parent in any other way.
+
+    The one rule of what counts: readiness, ``measure.py``, compare and improve count root episodes only and
+    report the others apart. A fork or restore is a training and search tool (its actions after the cut may be
+    anyone's, its state another episode's), never more evidence about the agent."""
+    if parent_episode is None and parent_kind is None:
+        return ROOT_EPISODE
+    return parent_kind if parent_kind in ("fork", "restore") else "unknown parent kind"
 
 
 @dataclass(frozen=True)
@@ -273,3 +288,9 @@ class EpisodeRecord:
     tools_sha: str | None = None
     """The tools offered to a model agent, by content hash: their JSON is ``prompts/<hash>.json`` in the run
     directory (null: not a model agent)."""
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this episode began at ``reset`` (not a fork or restore): only root episodes are evidence about
+        the agent (:func:`episode_kind`)."""
+        return episode_kind(self.parent_episode, self.parent_kind) == ROOT_EPISODE
