@@ -19,7 +19,8 @@
 
     [data]
     sql = "seed.sql"                     # INSERT ... VALUES statements with literal values, or
-    # generator = "data.py"              # a file defining rows(seed: int, anchor: date) -> {table: [tuple]}
+    # generator = "data.py"              # a file defining rows(seed: int, anchor: date) -> {table: [tuple]},
+                                         # run in a confined child process, never imported (see ._code)
 
     [[role]]   name, description, tools = [...]
     [[policy]] text, hard_rules = [...]  # names of hard-rule checks the scenarios use

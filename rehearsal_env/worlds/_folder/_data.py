@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
 from ...schema import Column, Table
+from ._code import SeedGenerator
 from ._paths import inside
 from ._source import WORLD_FILE, Source, WorldFolderError
 
@@ -178,15 +178,9 @@ def seed_rows(src: Source, folder: Path, raw: dict[str, Any], tables: Sequence[T
         rows = _sql_rows(path, tables)
         return lambda seed, anchor: rows
     if "generator" in raw:
-        path = inside(folder, raw["generator"], f"{src.path}:{src.line('data', 0, 'generator')}",
-                      "[data] generator")
-        spec = importlib.util.spec_from_file_location(f"rehearsal_world_seed_{abs(hash(str(path)))}", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        if not callable(getattr(module, "rows", None)):
-            raise src.error(src.line("data", 0, "generator"), f"{path} defines no rows(seed, anchor)",
-                            "define rows(seed: int, anchor: datetime.date) -> {table: [tuple, ...]}")
-        return module.rows  # type: ignore[no-any-return]
+        where = f"{src.path}:{src.line('data', 0, 'generator')}"
+        path = inside(folder, raw["generator"], where, "[data] generator")
+        # never imported here: each call runs it in a confined child process (see ._code); the world caches rows
+        return SeedGenerator(path, folder.resolve(), tuple(tables), where)
     return lambda seed, anchor: {}
 

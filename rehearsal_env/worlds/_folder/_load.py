@@ -91,6 +91,7 @@ def add_world_folder(folder: str | Path) -> World:
         WorldFolderError: naming the file, the line and the fix.
     """
     world = load_world_folder(folder)
+    world.seed_rows()  # runs a [data] generator (confined) and checks its rows against the tables
     world.scenarios()  # loads and checks every scenario file
     path = added_file()
     try:
