@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from ..checks import CheckError, CheckRefused
+from ..checks import CheckError, CheckRefused, agent_bounds_refusal
 from ._database import ApplicationError, DatabaseError, Row
 from ._pgguard import refusal, server_text
 from ._pgread import RESULT_BYTES, Reader, capped, connection_lost, refused, timed_out, uncapped
@@ -58,14 +58,18 @@ def run_check(reader: Reader, text: str, params: Sequence[Any], *, timeout_ms: i
 
 
 def agent_text(sql: str, keys: frozenset[str], tables: frozenset[str]) -> str:
-    """An agent's PostgreSQL text (no trailing ``;``), or :class:`ApplicationError` saying why not."""
+    """An agent's PostgreSQL text (no trailing ``;``), or :class:`ApplicationError` saying why not. The bounds
+    of :func:`~rehearsal_env.checks.agent_bounds_refusal` come first, read on the agent's (SQLite) text exactly
+    as the SQLite backend reads them, so both refuse the same texts with the same words."""
     body = ""
-    try:
-        body = translate(sql, keys).text.strip().rstrip(";")
-    except SqlNotAllowed as exc:
-        why: str | None = str(exc)
-    else:
-        why = refusal(server_text(body), tables)
+    why = agent_bounds_refusal(sql)
+    if why is None:
+        try:
+            body = translate(sql, keys).text.strip().rstrip(";")
+        except SqlNotAllowed as exc:
+            why = str(exc)
+        else:
+            why = refusal(server_text(body), tables)
     if why is not None:
         raise ApplicationError(f"the query is refused: {why}. Only one read-only SELECT statement on the "
                                "world's tables runs")

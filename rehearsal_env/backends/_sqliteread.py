@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks import MAX_LIKE_PATTERN_BYTES, MAX_SQL_BYTES, MAX_TERMS
 from ._database import ApplicationError, Row
 
 PROGRESS_STEPS = 1000
@@ -69,10 +70,29 @@ class ReadLimits:
     """Most bytes of values the caller fetches (strings and blobs by length, numbers as 8)."""
 
 
-AGENT_LIMITS = ReadLimits(length=1_000_000, sql_length=100_000, columns=64, expr_depth=64, compound_select=16,
-                          function_args=16, like_pattern=1000, variables=32, cache_bytes=2 << 20,
-                          result_bytes=4_000_000)
-"""An agent's query (``run_sql``): generous for analysis, far from exhausting the machine."""
+SQLITE_MAX_EXPR_DEPTH = 1000
+"""SQLite's compile-time maximum (and default) expression depth; ``setlimit`` cannot raise a limit past it."""
+SQLITE_MAX_FUNCTION_ARG = 127
+"""SQLite's compile-time maximum (and default) number of arguments of one call."""
+SQLITE_MAX_COMPOUND_SELECT = 500
+"""SQLite's compile-time maximum (and default) number of SELECTs in one compound."""
+
+AGENT_LIMITS = ReadLimits(length=1_000_000, sql_length=MAX_SQL_BYTES, columns=MAX_TERMS,
+                          expr_depth=SQLITE_MAX_EXPR_DEPTH, compound_select=SQLITE_MAX_COMPOUND_SELECT,
+                          function_args=SQLITE_MAX_FUNCTION_ARG, like_pattern=MAX_LIKE_PATTERN_BYTES, variables=32,
+                          cache_bytes=2 << 20, result_bytes=4_000_000)
+"""An agent's query (``run_sql``): generous for analysis, far from exhausting the machine.
+
+The bounds an agent's SQL text can show (expression depth, parser nesting, function arguments, compound SELECTs,
+terms, length, a literal LIKE pattern) are decided before the engine by our parser, the same on both backends
+(:func:`~rehearsal_env.checks.agent_bounds_refusal`, issue 32). Here SQLite's own limits are only a backstop, at
+or above those bounds, so that SQLite never refuses what the parser admitted and PostgreSQL runs: expression
+depth, function arguments and compound SELECTs at SQLite's compile-time maxima (the parser's bounds, 64, 16 and
+16, are SQLite's former values, counted SQLite's way); the text's length and the terms of a list equal to the
+parser's bounds (counted exactly; ``columns`` also bounds a row: 64 values of at most ``length`` bytes). What only
+the engine can see stays an engine limit: a ``*`` that expands past ``columns`` columns, a LIKE pattern computed
+longer than ``like_pattern``, a value longer than ``length``.
+"""
 
 _LIMIT_IDS: dict[str, int] = {
     "length": sqlite3.SQLITE_LIMIT_LENGTH, "sql_length": sqlite3.SQLITE_LIMIT_SQL_LENGTH,

@@ -8,6 +8,10 @@ arithmetic, text and date functions that are deterministic and cannot grow a val
 without bound. Everything else is refused before it reaches a database, with a
 message naming what was refused.
 
+First of all, on both backends, the text must pass the bounds of :mod:`._bounds`
+(:func:`agent_bounds_refusal`: expression depth, parser nesting, terms, length), decided
+on sqlglot's SQLite reading of it, so that one action gets one answer whatever the backend.
+
 The PostgreSQL backend reads the exact text its server receives with PostgreSQL's
 own parser (pglast) and applies :data:`AGENT_FUNCTIONS` ``["postgres"]`` (function
 names as PostgreSQL resolves them); the SQLite backend applies ``["sqlite"]``
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from ._bounds import text_refusal
 from ._statement import SqlDialect, parse_statement
 
 _COMMON = frozenset({
@@ -53,12 +58,25 @@ AGENT_FUNCTIONS: dict[SqlDialect, frozenset[str]] = {
 """Functions an agent's SQL may call, per dialect (see the module docstring)."""
 
 
+def agent_bounds_refusal(sql: str) -> str | None:
+    """Why an agent's ``sql`` passes one of the bounds of :mod:`._bounds` (the same answer whatever backend runs it
+    next: read on the SQLite text, the agent's dialect on both); None when it passes none. A text our parser cannot
+    read as SQLite SQL is refused too, with the parser's message: a text that cannot be measured reaches no engine.
+    The parse is :func:`parse_statement`'s, shared with the rest of the agent's rules and cached by text.
+    """
+    return text_refusal(sql) or parse_statement(sql, "sqlite").bounds
+
+
 def agent_sql_refusal(sql: str, dialect: SqlDialect, tables: Collection[str]) -> str | None:
     """Why an agent's ``sql`` may not run on ``dialect`` reading ``tables``; None when it may.
 
-    Only the statement's shape and clock are read here for PostgreSQL (its backend
-    applies the function and table rules with PostgreSQL's own parser).
+    The bounds of :func:`agent_bounds_refusal` come first, the same for both dialects; then only the statement's
+    shape and clock are read here for PostgreSQL (its backend applies the function and table rules with
+    PostgreSQL's own parser).
     """
+    bounds = agent_bounds_refusal(sql)
+    if bounds is not None:
+        return bounds
     statement = parse_statement(sql, dialect)
     if statement.refusal is not None:
         return statement.refusal

@@ -29,6 +29,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
+from ._bounds import bounds_refusal
 from ._errors import CheckRefused
 
 SqlDialect = Literal["sqlite", "postgres"]
@@ -84,6 +85,10 @@ class Statement:
     """Whether it names a schema or database (``main.t``, ``pg_catalog.pg_database``)."""
     aggregates: bool = False
     """Whether the database aggregates or ranks (an aggregate, ``GROUP BY``, ``ORDER BY ... LIMIT``)."""
+    bounds: str | None = None
+    """Read in the ``sqlite`` dialect only (an agent's): why the text passes one of the bounds of
+    :mod:`._bounds` (expression depth, parser nesting, terms), or cannot be measured (too big for the parser, not
+    parsed: then the same words as ``refusal``); None when it is within them."""
 
     @property
     def ok(self) -> bool:
@@ -149,28 +154,30 @@ def _aggregates(tree: exp.Expr) -> bool:
 
 
 MAX_NESTING = 24
-"""Deepest nesting of parentheses a statement may have; deeper is refused before the parser sees it (sqlglot
-recurses about 20 frames per level: 46 levels exhaust Python's stack inside an episode)."""
+"""Deepest nesting of parentheses and ``CASE ... END`` a statement may have; deeper is refused before the parser
+sees it (sqlglot recurses about 20 frames per level of either: 46 parentheses, or about 45 nested CASEs, exhaust
+Python's stack inside an episode)."""
 MAX_TOKENS = 4000
 """Most tokens a statement may have (the parser takes about 0.1 ms of CPU per token: the bound keeps one
 statement's parse well under a second)."""
 
 
 def _nesting(sql: str, dialect: SqlDialect) -> tuple[int, int]:
-    """(how deep the statement's parentheses nest, how many tokens it has), by sqlglot's tokens."""
+    """(how deep the statement's parentheses and CASE expressions nest, how many tokens it has), by sqlglot's
+    tokens."""
     depth = deepest = 0
     tokens = Dialect.get_or_raise(dialect).tokenize(sql)
     for token in tokens:
-        if token.token_type is TokenType.L_PAREN:
+        if token.token_type in (TokenType.L_PAREN, TokenType.CASE):
             depth += 1
             deepest = max(deepest, depth)
-        elif token.token_type is TokenType.R_PAREN:
+        elif token.token_type in (TokenType.R_PAREN, TokenType.END):
             depth -= 1
     return deepest, len(tokens)
 
 
 def size_refusal(sql: str, dialect: SqlDialect = "sqlite") -> str | None:
-    """Why ``sql`` is too big for any parser (nested deeper than :data:`MAX_NESTING`, more than
+    """Why ``sql`` is too big for any parser (parentheses and CASEs nested deeper than :data:`MAX_NESTING`, more than
     :data:`MAX_TOKENS` tokens); None when it is not. The same answer whatever backend runs it next."""
     try:
         depth, tokens = _nesting(sql, dialect)
@@ -179,8 +186,8 @@ def size_refusal(sql: str, dialect: SqlDialect = "sqlite") -> str | None:
     if tokens > MAX_TOKENS:
         return f"it has {tokens} tokens; at most {MAX_TOKENS} are accepted: aggregate in fewer, shorter expressions"
     if depth > MAX_NESTING:
-        return (f"its parentheses nest {depth} deep; at most {MAX_NESTING} levels are accepted: flatten the "
-                "expression or use a WITH clause")
+        return (f"its parentheses and CASE expressions nest {depth} deep; at most {MAX_NESTING} levels are "
+                "accepted: flatten the expression or use a WITH clause")
     return None
 
 
@@ -191,12 +198,13 @@ def parse_statement(sql: str, dialect: SqlDialect) -> Statement:
     other way, is refused, never raised."""
     too_big = size_refusal(sql, dialect)
     if too_big is not None:
-        return Statement(sql, dialect, too_big)
+        return Statement(sql, dialect, too_big, bounds=too_big)
     try:
         return _parse(sql, dialect)
     except RecursionError:
-        return Statement(sql, dialect, "it is nested too deeply for the parser (a very long chain of operators or "
-                                       "CASE branches); split it up or use a WITH clause")
+        why = ("it is nested too deeply for the parser (a very long chain of operators or CASE branches); split it up "
+               "or use a WITH clause")
+        return Statement(sql, dialect, why, bounds=why)
 
 
 def _parse(sql: str, dialect: SqlDialect) -> Statement:
@@ -204,11 +212,12 @@ def _parse(sql: str, dialect: SqlDialect) -> Statement:
         trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
     except SqlglotError as exc:
         first = str(exc).strip().split("\n", 1)[0]
-        return Statement(sql, dialect, f"it could not be parsed as {dialect} SQL ({first}); write one plain "
-                                       "SELECT statement")
+        why = f"it could not be parsed as {dialect} SQL ({first}); write one plain SELECT statement"
+        return Statement(sql, dialect, why, bounds=why)
+    bounds = bounds_refusal(sql, trees) if dialect == "sqlite" else None
     if len(trees) > 1:
         return Statement(sql, dialect, "it holds more than one statement (a ';' before the end); "
-                                       "one statement is accepted")
+                                       "one statement is accepted", bounds=bounds)
     tree = trees[0] if trees else None
     refusal = _shape(tree)
     if refusal is None and tree is not None:
@@ -217,7 +226,7 @@ def _parse(sql: str, dialect: SqlDialect) -> Statement:
             refusal = (f"it reads the database server's clock ({clock}); the world's clock is frozen at its "
                        "data_anchor: pass world.now (or a date computed from it) as a parameter, or write the date")
     if tree is None:
-        return Statement(sql, dialect, refusal)
+        return Statement(sql, dialect, refusal, bounds=bounds)
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     tables = {t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes or t.db}
     tables |= {"" for t in tree.find_all(exp.Table) if not isinstance(t.this, exp.Identifier)}
@@ -228,6 +237,7 @@ def _parse(sql: str, dialect: SqlDialect) -> Statement:
         tables=frozenset(tables),
         qualified=any(t.args.get("db") or t.args.get("catalog") for t in tree.find_all(exp.Table)),
         aggregates=_aggregates(tree),
+        bounds=bounds,
     )
 
 
