@@ -28,6 +28,8 @@ itself, which older versions always return; this session keeps its connection ac
 PATH = "/v1/ws"
 MISDIRECTED = 421
 """A server's answer for an episode of another instance (``rehearsal serve --instance``)."""
+POLICY_VIOLATION = 1008
+"""The close code of a connection whose key the server refused (after one 401/403 answer frame)."""
 
 
 def ws_url(url: str) -> str:
@@ -69,13 +71,28 @@ class WebSocketSession:
         return ws
 
     def _exchange(self, ws: ClientConnection, frame: dict[str, Any]) -> Any:
-        ws.send(json.dumps(frame, separators=(",", ":")))
-        answer = json.loads(ws.recv(timeout=self.timeout))
+        try:
+            ws.send(json.dumps(frame, separators=(",", ":")))
+            answer = json.loads(ws.recv(timeout=self.timeout))
+        except ConnectionClosed as closed:
+            if closed.rcvd is None or closed.rcvd.code != POLICY_VIOLATION:
+                raise
+            # the server refused the key: its one answer frame may have arrived before the close
+            raise_status(*self._refusal(ws, closed.rcvd.reason))
         code, body = int(answer["code"]), answer["body"]
         if code >= 400:
             retry_after = body.get("retry_after", 1) if isinstance(body, dict) else 1
             raise_status(code, body, float(retry_after))
         return body
+
+    @staticmethod
+    def _refusal(ws: ClientConnection, reason: str) -> tuple[int, Any]:
+        """The server's answer frame to a refused key (401/403), else a 401 naming the close's reason."""
+        try:
+            answer = json.loads(ws.recv(timeout=0))
+            return int(answer["code"]), answer["body"]
+        except (ConnectionClosed, TimeoutError, ValueError, KeyError, TypeError):
+            return 401, {"detail": reason or "the server closed the connection: the API key was refused"}
 
     def _call(self, frame: dict[str, Any]) -> dict[str, Any]:
         for attempt in range(self.retries + 1):
