@@ -6,7 +6,7 @@ Usage::
 
 A served run directory is written by flushes: each adds a Parquet part, rewrites ``summary.json``
 and seals the directory again, and sealing checks every part against the manifest. The recorder
-(``serve/_recorder.py``) grows the directory to each ``--parts`` count, ``--per-part`` records a
+(``episodes/_recorder.py``) grows the directory to each ``--parts`` count, ``--per-part`` records a
 part (copies of one reference episode of shop with fresh episode ids), and times, at that size:
 
 * **memoised**: a flush as the server makes it: the facts of parts already checked in this process
@@ -31,7 +31,7 @@ import rehearsal_env
 from rehearsal_env.provenance import provenance_of
 from rehearsal_env.records import _facts, read_records
 from rehearsal_env.runner import RunConfig, run
-from rehearsal_env.serve._recorder import Recorder
+from rehearsal_env.episodes import Recorder
 
 
 def main() -> None:

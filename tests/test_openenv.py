@@ -12,6 +12,7 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,10 +40,17 @@ class _Quiet(logging.Filter):
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ServerThread]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the module's server records its episodes."""
+    return tmp_path_factory.mktemp("openenv-runs")
+
+
+@pytest.fixture(scope="module")
+def server(runs: Path) -> Iterator[ServerThread]:
     quiet = _Quiet()
     logging.getLogger("uvicorn.error").addFilter(quiet)
-    with ServerThread(make_app("shop", split=None, max_concurrent_envs=64)) as running:
+    with ServerThread(make_app("shop", split=None, max_concurrent_envs=64, out=str(runs), agent="grpo",
+                               agent_version="step-1")) as running:
         yield running
     logging.getLogger("uvicorn.error").removeFilter(quiet)
 
@@ -119,11 +127,19 @@ def test_mcp_tools_carry_our_schemas_and_bad_arguments_are_rejected_attempts(ser
     assert end.done and end.observation.verdict["metrics"]["rejected_attempts"] == 1
 
 
-def test_a_holdout_verdict_carries_no_check_results(server: ServerThread) -> None:
+def test_a_holdout_verdict_is_its_outcome_ending_and_reward_only_and_every_episode_is_recorded(
+        server: ServerThread, runs: Path) -> None:
+    from rehearsal_env.integrations._recording import flush_all
+    from rehearsal_env.records import read_records, verify_run_dir
     holdout = rehearsal_env.load_world("shop").scenarios("holdout")[0].id
     _, last = asyncio.run(_play(server.url, holdout, [{"tool": "give_up", "args": {"reason": "test"}}]))
-    assert last.done and last.observation.verdict["outcome"] == "not_achieved"
-    assert "checks" not in last.observation.verdict
+    assert last.done and last.observation.verdict == {"outcome": "not_achieved", "ending": "gave_up",
+                                                      "reward": last.reward}
+    flush_all()
+    (run,) = runs.iterdir()
+    assert verify_run_dir(run) == []
+    mine = [r for r in read_records(run) if r.scenario == holdout]
+    assert [(r.agent, r.agent_version, r.ending) for r in mine] == [("grpo", "step-1", "gave_up")]
 
 
 def test_64_concurrent_sessions_each_end_with_the_right_verdict(server: ServerThread) -> None:

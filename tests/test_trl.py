@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,12 @@ from rehearsal_env.integrations.trl import (
     environment_classes,
 )
 from rehearsal_env.worlds import World, load_world, world_names
+
+
+@pytest.fixture(autouse=True)
+def _records_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The classes record into ``runs/trl`` by default: each test's go under its own folder."""
+    monkeypatch.chdir(tmp_path)
 
 
 def _require(module: str) -> Any:
@@ -221,3 +228,47 @@ def test_reset_refuses_a_missing_scenario_and_one_of_another_split() -> None:
     holdout = load_world("shop").scenarios("holdout")[0].id
     with pytest.raises(ValueError, match="split 'holdout'"):
         env.reset(scenario=holdout)
+
+
+def test_every_episode_is_recorded_sealed_and_read_by_measure(tmp_path: Path) -> None:
+    """However a rollout ends (finish, the model stopping, a new reset over an open episode, close), its episode is
+    recorded once, under the class's agent and version, into a sealed run directory that measure.py reads."""
+    from rehearsal_env.integrations._recording import flush_all
+    from rehearsal_env.records import read_records, verify_run_dir
+    world = load_world("shop")
+    Shop = environment_class(world, "train", stress=False, out=str(tmp_path / "trained"), agent="grpo-run",
+                             agent_version="step-7")
+    reference = world.scenario("refund-item-0001").reference
+    env: Any = Shop()
+    env.reset(scenario="refund-item-0001")
+    for call in reference.calls:
+        getattr(env, call.tool)(**dict(call.args))
+    assert env.get_reward() is not None and env.verdict.outcome.value == "verified"
+    env.reset(scenario="refund-item-0001", seed=1)
+    assert env.get_reward() == 0.0  # stopped: settled with give_up
+    env.reset(scenario="refund-item-0001", seed=2)
+    env.reset(scenario="refund-item-0001", seed=3)  # the open episode of seed 2 is ended and recorded first
+    env._close()  # so is seed 3's
+    flush_all()
+    (run,) = (tmp_path / "trained").iterdir()
+    assert verify_run_dir(run) == []
+    records = read_records(run)
+    assert sorted((r.seed, r.outcome, r.ending) for r in records) == [
+        (0, "verified", "done"), (1, "not_achieved", "gave_up"), (2, "not_achieved", "gave_up"),
+        (3, "not_achieved", "gave_up")]
+    assert {(r.agent, r.agent_version, r.key_id, r.is_root) for r in records} == {("grpo-run", "step-7", "local", True)}
+    assert [r.repeat for r in sorted(records, key=lambda r: r.seed)] == [0, 1, 2, 3]
+    import subprocess
+    import sys
+    measured = subprocess.run([sys.executable, str(Path(rehearsal_env.__file__).parents[1] / "measure.py"),
+                               str(run)], capture_output=True, text=True, check=False)
+    assert measured.returncode == 0, measured.stderr
+    assert "4 episodes" in measured.stdout or "episodes: 4" in measured.stdout, measured.stdout
+
+
+def test_an_unrecorded_class_writes_nothing(tmp_path: Path) -> None:
+    env: Any = environment_class("shop", "train", out=None)()
+    env.reset(scenario="refund-item-0001")
+    env.get_reward()
+    env._close()
+    assert not (tmp_path / "runs").exists()

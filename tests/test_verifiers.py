@@ -31,8 +31,8 @@ MODULE = "rehearsal_env.integrations.verifiers"
 
 
 @pytest.fixture(scope="module")
-def env() -> RehearsalVerifiersEnv:
-    loaded = vf.load_environment(MODULE, world="shop", split="dev")
+def env(tmp_path_factory: pytest.TempPathFactory) -> RehearsalVerifiersEnv:
+    loaded = vf.load_environment(MODULE, world="shop", split="dev", out=str(tmp_path_factory.mktemp("runs")))
     assert isinstance(loaded, RehearsalVerifiersEnv)
     return loaded
 
@@ -101,7 +101,7 @@ def test_verifiers_rollouts_reach_the_gymnasium_verdict_and_reward(env: Rehearsa
     for out in outputs:
         played = out["rehearsal"]
         verdict, reward = _gym(played["scenario"], _actions(out["completion"], 100))
-        assert played["verdict"] == verdict.to_dict(), played["scenario"]
+        assert played["verdict"] == {**verdict.to_dict(), "reward": reward}, played["scenario"]
         assert out["reward"] == reward == played["reward"]
         assert played["verdict"]["outcome"] == "verified" and out["metrics"]["verified"] == 1.0
         assert played["verdict"]["metrics"]["tokens"] == 100 * played["verdict"]["metrics"]["turns"]
@@ -120,4 +120,4 @@ def test_a_model_that_stops_calling_tools_is_settled_and_bad_arguments_are_rejec
     assert played["verdict"]["metrics"]["rejected_attempts"] == 2 and out["reward"] == 0.0
     actions = _actions(out["completion"], 100) + [json.dumps({"tool": "give_up", "args": {"reason": STOPPED_REASON}})]
     verdict, reward = _gym(played["scenario"], actions)
-    assert played["verdict"] == verdict.to_dict() and out["reward"] == reward
+    assert played["verdict"] == {**verdict.to_dict(), "reward": reward} and out["reward"] == reward

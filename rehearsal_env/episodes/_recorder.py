@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,13 +52,20 @@ class RunDir:
 
 
 class Recorder:
-    """Buffers finished episodes' records and writes them as parts (every ``flush_every``, and on flush)."""
+    """Buffers finished episodes' records and writes them as parts: every ``flush_every`` records, when the oldest
+    buffered one has waited ``flush_after_s`` seconds (checked as a record arrives; None: no time bound), and on
+    :meth:`flush`."""
 
-    def __init__(self, out: str | Path, *, backend: str, stress: bool, flush_every: int = 32) -> None:
-        if flush_every < 1:
-            raise ValueError(f"flush_every must be at least 1, got {flush_every}")
+    def __init__(self, out: str | Path, *, backend: str, stress: bool, flush_every: int = 32,
+                 flush_after_s: float | None = None) -> None:
+        if flush_every < 1 or (flush_after_s is not None and flush_after_s < 0):
+            raise ValueError(f"expected flush_every >= 1 and flush_after_s >= 0 (or None), got {flush_every} and "
+                             f"{flush_after_s}")
         self.out = Path(out)
         self.backend, self.stress, self.flush_every = backend, stress, flush_every
+        self.flush_after_s = flush_after_s
+        self._oldest: float | None = None
+        """When the oldest buffered record arrived (monotonic; None: none buffered)."""
         self._dirs: dict[tuple[str, str], RunDir] = {}
         self._pending: dict[Path, list[EpisodeRecord]] = {}
         self._lock = threading.Lock()
@@ -116,10 +124,13 @@ class Recorder:
 
     def add(self, run_dir: RunDir, record: EpisodeRecord) -> None:
         """Buffer a finished episode's record (written within ``flush_every`` records or at the next flush)."""
+        now = time.monotonic()
         with self._lock:
             pending = self._pending.setdefault(run_dir.path, [])
             pending.append(record)
-            full = len(pending) >= self.flush_every
+            self._oldest = now if self._oldest is None else self._oldest
+            full = len(pending) >= self.flush_every or (
+                self.flush_after_s is not None and now - self._oldest >= self.flush_after_s)
         if full:
             self.flush()
 
@@ -127,7 +138,7 @@ class Recorder:
         """Write every buffered record now; return the parts written."""
         with self._flushing:
             with self._lock:
-                pending, self._pending = self._pending, {}
+                pending, self._pending, self._oldest = self._pending, {}, None
             return [self._write(path, records) for path, records in pending.items() if records]
 
     def _write(self, path: Path, records: list[EpisodeRecord]) -> Path:

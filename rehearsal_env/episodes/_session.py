@@ -98,6 +98,8 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
     opening: str = ""
     """The first observation (answered again to a retried create)."""
+    opening_info: dict[str, Any] = field(default_factory=dict)
+    """The reset's ``info`` (world, scenario, split, role, policies, tools, seed); empty for a fork or restore."""
     steps: int = 0
     """Steps taken; the next step's index."""
     last_response: dict[str, Any] | None = None

@@ -43,6 +43,7 @@ ENDINGS = {
     "delete": "the client ended the episode (DELETE) before it ended",
     "idle_timeout": "the client sent no step for {idle:g} s; the server ended the episode",
     "server_shutdown": "the server stopped while the episode was open; an open episode counts as given up",
+    "replaced": "the trainer started another episode on this environment before this one ended",
 }
 """Why an open episode was ended for its agent (the ``give_up`` reason in its trace), by ``ended_by``."""
 
@@ -115,9 +116,9 @@ class SessionTable:
                     return session
             self._places.take(who.key_id, self.retry_after)
 
-        def reset(db: Database) -> tuple[RehearsalEnv, str]:
+        def reset(db: Database) -> tuple[RehearsalEnv, str, dict[str, Any]]:
             env = RehearsalEnv(scenario, world, database=db, stress=self.stress, reward_profile=profile)
-            return env, env.reset(seed=seed)[0]
+            return env, *env.reset(seed=seed)
 
         def failed(reason: str) -> None:
             self._not_played(who, world, scenario, seed, profile, agent, agent_version, reason)
@@ -144,9 +145,9 @@ class SessionTable:
         with self._lock:
             self._places.take(who.key_id, self.retry_after)
 
-        def build(db: Database) -> tuple[RehearsalEnv, str]:
+        def build(db: Database) -> tuple[RehearsalEnv, str, dict[str, Any]]:
             with parent.lock if parent is not None else contextlib.nullcontext():
-                return make(db), ""
+                return make(db), "", {}
 
         session = self._admit(who, build, None, world=world, scenario=scenario, seed=seed, profile=profile,
                               agent=agent, agent_version=agent_version, steps=steps)
@@ -154,10 +155,11 @@ class SessionTable:
         session.env.episode.id = session.id
         return session
 
-    def _admit(self, who: Principal, build: Callable[[Database], tuple[RehearsalEnv, str]],
+    def _admit(self, who: Principal, build: Callable[[Database], tuple[RehearsalEnv, str, dict[str, Any]]],
                failed: Callable[[str], None] | None, *, world: World, scenario: Scenario, seed: int,
                profile: str | None, agent: str, agent_version: str, steps: int = 0) -> Session:
-        """A session on a database of the pool, its env made by ``build`` (the env and its first observation), in
+        """A session on a database of the pool, its env made by ``build`` (the env, its first observation and the
+        reset's ``info``), in
         the place :meth:`_reserve` held for ``who`` (freed if anything fails; ``failed(reason)`` records why)."""
         created = False
         try:
@@ -168,7 +170,7 @@ class SessionTable:
                     failed(f"no database: {exc}")
                 raise EnvironmentFailed(f"the environment failed to open a database: {exc}") from exc
             try:
-                env, opening = build(db)
+                env, opening, info = build(db)
             except DatabaseError as exc:
                 with contextlib.suppress(DatabaseError):
                     db.close()
@@ -182,7 +184,8 @@ class SessionTable:
                 run_dir = self.recorder.run_dir(world.name, env.provenance()) if self.recorder else None
                 session = Session(id=self.new_id(), owner=who.key_id, world=world, scenario=scenario,
                                   seed=seed, profile=profile, agent=agent, agent_version=agent_version, env=env,
-                                  db=db, run_dir=run_dir, last_step=time.monotonic(), opening=opening, steps=steps)
+                                  db=db, run_dir=run_dir, last_step=time.monotonic(), opening=opening, steps=steps,
+                                  opening_info=info)
                 env.episode.id = session.id  # its record carries the id the client knows
                 if self.journal is not None:
                     self.journal.opened(session)

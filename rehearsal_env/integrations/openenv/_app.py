@@ -11,7 +11,7 @@ from openenv.core.mcp_client import MCPToolClient
 
 from ...scenarios import Split
 from ...worlds import World, load_world
-from ._environment import environment_factory
+from ._environment import AGENT, DEFAULT_OUT, environment_factory
 from ._models import RehearsalObservation, RehearsalState, RehearsalToolObservation
 
 DEFAULT_SESSIONS = 64
@@ -20,7 +20,8 @@ DEFAULT_SESSIONS = 64
 
 def make_app(world: str | World, split: Split | None = None, profile: str | None = "rl", *,
              max_concurrent_envs: int = DEFAULT_SESSIONS, session_timeout: float | None = 600.0,
-             stress: bool = True) -> FastAPI:
+             stress: bool = True, out: str | None = DEFAULT_OUT, agent: str = AGENT,
+             agent_version: str = "unversioned") -> FastAPI:
     """The FastAPI app of ``world`` made by openenv-core's ``create_app``: ``/ws`` (sessions), ``/mcp``,
     ``/reset``, ``/step``, ``/health``, ``/schema``; one environment and database per WebSocket session.
 
@@ -31,9 +32,12 @@ def make_app(world: str | World, split: Split | None = None, profile: str | None
         max_concurrent_envs: Sessions at once (at least the trainer's generation batch size).
         session_timeout: Seconds a session may stay idle before the server closes it (None: never).
         stress: Whether the stress layer is on.
+        out: Where every episode is recorded, sealed (``OUT/<world>-<profile>/``; None: not recorded).
+        agent: The agent's name on the records.
+        agent_version: The agent's version on the records.
     """
     w = load_world(world) if isinstance(world, str) else world
-    factory = environment_factory(w, split, profile, stress=stress)
+    factory = environment_factory(w, split, profile, stress=stress, out=out, agent=agent, agent_version=agent_version)
     return create_app(factory, CallToolAction, RehearsalToolObservation, env_name=f"rehearsal-{w.name}",
                       concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs,
                                                            session_timeout=session_timeout))

@@ -14,8 +14,10 @@ All database work of one environment runs on its own single thread (the server c
 for a query and a session's database is used from one thread at a time.
 
 The final step's observation has ``done`` and ``reward`` (the profile's; None when not
-scored), and ``verdict`` (outcome, ending, metrics; the check results except on holdout,
-which the improvement of an agent must never read).
+scored), and ``verdict`` as :func:`~rehearsal_env.episodes.ending_view` shows it (a holdout
+episode's outcome, ending and reward only; which the improvement of an agent must never read).
+Every episode is recorded, sealed, into ``OUT/<world>-<profile>/`` (``make_app(out=...)``,
+default ``runs/openenv``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ from ...worlds import World
 from .._prompt import system_prompt
 from .._session import Session, tool_sets
 from ._models import RehearsalObservation, RehearsalState, RehearsalToolObservation
+
+DEFAULT_OUT = "runs/openenv"
+"""Where the episodes are recorded unless ``out=`` names another place."""
+AGENT = "openenv"
+"""The agent name on the records unless ``agent=`` names another."""
 
 
 class WorldTool(McpTool):
@@ -65,10 +72,14 @@ class WorldEnvironment(MCPEnvironment):
     split: Split | None = None
     profile: str | None = "rl"
     stress: bool = True
+    out: str | None = DEFAULT_OUT
+    agent: str = AGENT
+    agent_version: str = "unversioned"
 
     def __init__(self) -> None:
         server = FastMCP(f"rehearsal-{self.world.name}")
-        self.session = Session(self.world, profile=self.profile, stress=self.stress)
+        self.session = Session(self.world, profile=self.profile, stress=self.stress, out=self.out, agent=self.agent,
+                               agent_version=self.agent_version)
         self._scenarios = self.world.scenarios(self.split)
         if not self._scenarios:
             raise ValueError(f"world {self.world.name!r} has no scenarios in split {self.split!r}")
@@ -109,15 +120,9 @@ class WorldEnvironment(MCPEnvironment):
         result = observation.result
         content = getattr(result, "content", None) or []
         text = next((c.text for c in content if getattr(c, "type", None) == "text"), "")
-        verdict = self.session.verdict if self.session.ended else None
-        view = None
-        if verdict is not None:
-            view = verdict.to_dict()
-            view["reward"] = self.session.reward
-            if self.session.env is not None and self.session.env.scenario.split == "holdout":
-                view.pop("checks", None)
+        view = self.session.ending()["verdict"] if self.session.ended else None
         return RehearsalToolObservation(tool_name=observation.tool_name, result=result, error=observation.error,
-                                        text=text, verdict=view, done=verdict is not None,
+                                        text=text, verdict=view, done=view is not None,
                                         reward=view["reward"] if view is not None else None)
 
     def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
@@ -147,10 +152,13 @@ class WorldEnvironment(MCPEnvironment):
 
 
 def environment_factory(world: World, split: Split | None = None, profile: str | None = "rl", *,
-                        stress: bool = True) -> type[WorldEnvironment]:
-    """The environment class of ``world`` for ``create_app`` (openenv-core makes one per session)."""
+                        stress: bool = True, out: str | None = DEFAULT_OUT, agent: str = AGENT,
+                        agent_version: str = "unversioned") -> type[WorldEnvironment]:
+    """The environment class of ``world`` for ``create_app`` (openenv-core makes one per session); its episodes are
+    recorded into ``out`` (None: not recorded) as ``agent`` at ``agent_version``."""
     name = "".join(w[:1].upper() + w[1:] for w in world.name.replace("-", "_").split("_") if w) + "OpenEnv"
-    return type(name, (WorldEnvironment,), {"world": world, "split": split, "profile": profile, "stress": stress})
+    return type(name, (WorldEnvironment,), {"world": world, "split": split, "profile": profile, "stress": stress,
+                                             "out": out, "agent": agent, "agent_version": agent_version})
 
 
 __all__ = ["WorldEnvironment", "WorldTool", "environment_factory"]

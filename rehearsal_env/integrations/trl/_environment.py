@@ -17,6 +17,10 @@ under ``"messages"``. The rollout ends when the model stops calling tools, so
 None for an episode that was not scored (the environment failed): TRL leaves a None
 reward out of that rollout's sum instead of counting it against the model.
 
+Every episode is recorded, sealed, into ``OUT/<world>-<profile>/`` (class attribute ``out``, default
+``runs/trl``; ``measure.py`` and ``rehearsal readiness`` read it), under the agent name and version the class
+names: the instances of a process share one recorder, written every 32 episodes, every 30 s and at exit.
+
 Properties (not functions, so TRL never shows them as tools) expose the ``verdict``, the
 ``episode`` and the ``session``.
 """
@@ -34,6 +38,11 @@ from .._prompt import opening_text
 from .._session import Session, tool_sets
 from ._methods import tool_method
 
+DEFAULT_OUT = "runs/trl"
+"""Where a class records its episodes unless ``out=`` names another place."""
+AGENT = "trl"
+"""The agent name on the records unless ``agent=`` names another."""
+
 
 class ToolEnvironment:
     """The base of every generated class: one episode at a time of :attr:`world` (see the module doc)."""
@@ -48,9 +57,16 @@ class ToolEnvironment:
     """The database backend of each instance."""
     stress: bool = True
     """Whether the stress layer is on."""
+    out: str | None = DEFAULT_OUT
+    """Where the episodes are recorded (``OUT/<world>-<profile>/``; None: not recorded)."""
+    agent: str = AGENT
+    """The agent's name on the records."""
+    agent_version: str = "unversioned"
+    """The agent's version on the records (e.g. the run's checkpoint)."""
 
     def __init__(self) -> None:
-        self._session = Session(self.world, profile=self.profile, backend=self.backend, stress=self.stress)
+        self._session = Session(self.world, profile=self.profile, backend=self.backend, stress=self.stress,
+                                out=self.out, agent=self.agent, agent_version=self.agent_version)
 
     def reset(self, scenario: str | None = None, seed: int = 0, **row: Any) -> str:
         """Start ``scenario`` (a dataset row's ``scenario`` column); return the customer's opening words.
@@ -96,17 +112,25 @@ class ToolEnvironment:
         self._session.close()
 
 
+_TAKEN = frozenset(n for n in dir(ToolEnvironment) if not n.startswith("_")) | frozenset(
+    ToolEnvironment.__annotations__)
+"""The class's own attributes and properties, which no tool may shadow."""
+
+
 def _class_name(world: World, suffix: str = "") -> str:
     words = [w for part in (world.name, suffix) for w in part.replace("+", "_").replace("-", "_").split("_") if w]
     return "".join(w[:1].upper() + w[1:] for w in words) + "Environment"
 
 
 def _make_class(world: World, split: Split | None, profile: str | None, tools: dict[str, Tool], name: str,
-                backend: str, stress: bool) -> type[ToolEnvironment]:
+                backend: str, stress: bool, recording: dict[str, Any]) -> type[ToolEnvironment]:
     body: dict[str, Any] = {"world": world, "split": split, "profile": profile, "backend": backend,
-                            "stress": stress, "__doc__": f"World {world.name!r} as a TRL environment "
+                            "stress": stress, **recording, "__doc__": f"World {world.name!r} as a TRL environment "
                             f"({', '.join(tools)})."}
     for tool in tools.values():
+        if tool.name in _TAKEN:
+            raise ValueError(f"tool {tool.name!r} of world {world.name!r} cannot be a TRL environment method: the "
+                             f"class uses that name itself (one of {sorted(_TAKEN)}); rename the tool")
         body[tool.name] = tool_method(tool, ToolEnvironment._call)
     cls = type(name, (ToolEnvironment,), body)
     for tool_name in tools:
@@ -119,25 +143,30 @@ def _world(world: str | World) -> World:
 
 
 def environment_class(world: str | World, split: Split | None = "train", profile: str | None = "rl", *,
-                      backend: str = "sqlite", stress: bool = True) -> type[ToolEnvironment]:
+                      backend: str = "sqlite", stress: bool = True, out: str | None = DEFAULT_OUT,
+                      agent: str = AGENT, agent_version: str = "unversioned") -> type[ToolEnvironment]:
     """A TRL environment class for ``world``'s scenarios of ``split``: pass it as ``environment_factory``.
 
     Its tools are every tool some scenario of the split has (the union over roles). A scenario's
     role may lack one of them: calling it is a rejected attempt, as in the Gymnasium env. For prompts
     that show each scenario exactly its own tools, use :func:`environment_classes` with
-    ``dataset(world, split, routed=True)``.
+    ``dataset(world, split, routed=True)``. ``out``, ``agent`` and ``agent_version``: where and as whom the
+    episodes are recorded (``out=None``: not recorded).
     """
     w = _world(world)
     union: dict[str, Tool] = {}
     for tools in tool_sets(w, w.scenarios(split)).values():
         union.update(tools)
-    return _make_class(w, split, profile, union, _class_name(w), backend, stress)
+    return _make_class(w, split, profile, union, _class_name(w), backend, stress,
+                       {"out": out, "agent": agent, "agent_version": agent_version})
 
 
 def environment_classes(world: str | World, split: Split | None = "train", profile: str | None = "rl", *,
-                        backend: str = "sqlite", stress: bool = True) -> dict[str, type[ToolEnvironment]]:
+                        backend: str = "sqlite", stress: bool = True, out: str | None = DEFAULT_OUT,
+                        agent: str = AGENT, agent_version: str = "unversioned") -> dict[str, type[ToolEnvironment]]:
     """One class per tool set of the split (``ROLE`` or ``ROLE+retry``), for TRL's dict ``environment_factory``;
     the rows of ``dataset(world, split, routed=True)`` name theirs in the ``environment`` column."""
     w = _world(world)
-    return {name: _make_class(w, split, profile, tools, _class_name(w, name), backend, stress)
+    recording = {"out": out, "agent": agent, "agent_version": agent_version}
+    return {name: _make_class(w, split, profile, tools, _class_name(w, name), backend, stress, recording)
             for name, tools in tool_sets(w, w.scenarios(split)).items()}

@@ -18,7 +18,9 @@ answers its tool calls. Here every tool call is one env step of the rollout's ow
 - the rubric's one weighted function is the episode's reward under the profile (0.0 for a
   not-scored episode, which the ``not_scored`` metric flags); ``verified``,
   ``rule_violated`` and ``false_completion`` are metrics (weight 0). The verdict is in
-  ``state["rehearsal"]``.
+  ``state["rehearsal"]`` as :func:`~rehearsal_env.episodes.ending_view` shows it (holdout: outcome, ending and
+  reward only);
+- every episode is recorded, sealed, into ``OUT/<world>-<profile>/`` (``out=``, default ``runs/verifiers``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ from ...scenarios import Scenario, Split
 from ...worlds import World, load_world
 from .._prompt import system_prompt
 from .._session import Session
+
+DEFAULT_OUT = "runs/verifiers"
+"""Where the episodes are recorded unless ``out=`` names another place."""
+AGENT = "verifiers"
+"""The agent name on the records unless ``agent=`` names another."""
 
 
 def rows(world: World, split: Split | None, seeds: int = 1, instructions: str = "") -> list[dict[str, Any]]:
@@ -75,8 +82,10 @@ class RehearsalVerifiersEnv(vf.MultiTurnEnv):
 
     def __init__(self, world: World, split: Split | None = "train", profile: str | None = "rl", *,
                  eval_split: Split | None = None, seeds: int = 1, instructions: str = "", stress: bool = True,
+                 out: str | None = DEFAULT_OUT, agent: str = AGENT, agent_version: str = "unversioned",
                  **kwargs: Any) -> None:
         self.world, self.split, self.profile, self.stress = world, split, profile, stress
+        self._recording: dict[str, Any] = {"out": out, "agent": agent, "agent_version": agent_version}
         self._idle: list[Session] = []
         dataset = Dataset.from_list(rows(world, split, seeds, instructions))
         eval_dataset = Dataset.from_list(rows(world, eval_split, seeds, instructions)) if eval_split else dataset
@@ -94,7 +103,8 @@ class RehearsalVerifiersEnv(vf.MultiTurnEnv):
 
     async def setup_state(self, state: State) -> State:
         scenario, seed = self._scenario(state)
-        session = self._idle.pop() if self._idle else Session(self.world, profile=self.profile, stress=self.stress)
+        session = self._idle.pop() if self._idle else Session(self.world, profile=self.profile, stress=self.stress,
+                                                                          **self._recording)
         await asyncio.to_thread(session.start, scenario, seed)
         state["rehearsal_session"] = session
         state["rehearsal"] = {"scenario": scenario.id, "split": scenario.split, "verdict": None, "reward": None}
@@ -125,11 +135,8 @@ class RehearsalVerifiersEnv(vf.MultiTurnEnv):
         session: Session | None = state.get("rehearsal_session")
         if session is None or session.env is None:
             return
-        verdict = await asyncio.to_thread(session.settle)
-        view = verdict.to_dict()
-        if state["rehearsal"]["split"] == "holdout":
-            view.pop("checks", None)
-        state["rehearsal"].update(verdict=view, reward=session.reward)
+        await asyncio.to_thread(session.settle)
+        state["rehearsal"].update(verdict=session.ending()["verdict"], reward=session.reward)
 
     @vf.stop
     async def episode_over(self, state: State) -> bool:
@@ -191,6 +198,7 @@ def load_environment(world: str = "shop", split: Split | None = "train", profile
         world: A world name.
         split: The split of the training dataset (``eval_split=`` sets the evaluation one; default the same).
         profile: The reward profile of the rubric's reward (None: the outcome reward 1 / 0 / -1).
-        kwargs: ``eval_split``, ``seeds``, ``instructions``, ``stress``, and verifiers' own options.
+        kwargs: ``eval_split``, ``seeds``, ``instructions``, ``stress``, ``out`` (where episodes are recorded),
+            ``agent``, ``agent_version``, and verifiers' own options.
     """
     return RehearsalVerifiersEnv(load_world(world), split, profile, **kwargs)

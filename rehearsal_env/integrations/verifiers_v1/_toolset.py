@@ -37,7 +37,7 @@ import verifiers.v1 as vf
 from mcp.types import CallToolResult, Tool
 from pydantic import Field
 
-from ...serve import Principal, Recorder, Scope, Session, SessionTable, verdict_view
+from ...episodes import Principal, Recorder, Scope, Session, SessionTable, verdict_view
 from ...worlds import load_world
 from .._prompt import STOPPED_REASON
 
