@@ -1,8 +1,10 @@
 """The pool's actor: many sessions of one world in one process, databases opened once and reset per episode.
 
 Each session holds one database of the actor's while its episode is open; a database given back is
-reused by the next session (``env.reset`` restores its snapshot), so an actor opens at most as many
-databases as it ever held sessions at once. After a reset and after every step that does not end the
+reset and reused by the next session (the episodes floor's :class:`~rehearsal_env.episodes.DatabasePool`, the one
+pool every host of episodes uses: a database is always handed out in the world's snapshot state, so a session
+adopted from a checkpoint starts from the snapshot plus the checkpoint's own delta), so an actor opens at most as
+many databases as it ever held sessions at once. After a reset and after every step that does not end the
 episode the actor returns the env's checkpoint (:meth:`~rehearsal_env.RehearsalEnv.checkpoint`), which
 the pool's driver keeps: if this actor dies, another one continues the session from it
 (:meth:`SessionActor.adopt`). An episode that ends returns its record, made by the run's
@@ -16,11 +18,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends import Database, open_database
+from ..backends import Database
 from ..env import RehearsalEnv, restore
+from ..episodes import DatabasePool
 from ..records import EpisodeRecord
 from ..runner import EpisodeSpec, ResolvedRun, RunConfig, resolve
 
+_KEEP_ALL = 1 << 30
+"""The actor keeps every database it opened until it shuts down (its envs are cached per database)."""
 GIVE_UP = json.dumps({"tool": "give_up", "args": {"reason": "the caller closed the session before it ended"}})
 """The action that ends a session its caller closes before the end (judged by its checks, as a served one)."""
 
@@ -57,7 +62,7 @@ class SessionActor:
 
     def __init__(self, config: RunConfig) -> None:
         self.run: ResolvedRun = resolve(config)  # the world, its provenance and the record stamp, once
-        self._free: list[Database] = []
+        self._databases = DatabasePool(config.backend, dict(config.backend_options), spare=_KEEP_ALL)
         self._envs: dict[tuple[int, str], RehearsalEnv] = {}
         self._live: dict[str, _Live] = {}
 
@@ -72,15 +77,15 @@ class SessionActor:
         return len(self._live)
 
     def _database(self) -> Database:
-        if self._free:
-            return self._free.pop()
-        config = self.run.config
-        return open_database(self.run.world, config.backend, **config.backend_options)
+        return self._databases.acquire(self.run.world)
+
+    def _give_back(self, db: Database) -> None:
+        self._databases.release(self.run.world, db)
 
     def _env(self, db: Database, scenario: str) -> RehearsalEnv:
         key = (id(db), scenario)
         env = self._envs.get(key)
-        if env is None:
+        if env is None or env.db is not db:  # not yet, or made on a database closed since (its id reused)
             env = self._envs[key] = self.run.env(db, scenario)
         return env
 
@@ -91,7 +96,7 @@ class SessionActor:
         try:
             observation, info = env.reset(seed=spec.seed)
         except BaseException:
-            self._free.append(db)
+            self._give_back(db)
             raise
         self._live[session] = _Live(env, db, spec)
         return Turn(observation, 0.0, False, False, info, env.checkpoint(), None)
@@ -121,13 +126,12 @@ class SessionActor:
         continued) on a database of this actor's."""
         db = self._database()
         try:
-            db.reset()
             config = self.run.config
             env = restore(checkpoint, world=self.run.world, backend=config.backend, resume=True, database=db,
                           customer=self.run.customer(self.run.world.scenario(spec.scenario)),
                           **config.backend_options)
         except BaseException:
-            self._free.append(db)
+            self._give_back(db)
             raise
         self._live[session] = _Live(env, db, spec)
 
@@ -142,13 +146,11 @@ class SessionActor:
         live = self._live.pop(session)
         if self._envs.get((id(live.db), live.spec.scenario)) is not live.env:
             live.env.close()  # a restored env of its own; the database stays ours
-        self._free.append(live.db)
+        self._give_back(live.db)
 
     def shutdown(self) -> None:
         """Close every database (the actor is about to go)."""
         for session in list(self._live):
             self._end(session)
         self._envs.clear()
-        for db in self._free:
-            db.close()
-        self._free.clear()
+        self._databases.close()
