@@ -35,6 +35,7 @@ from ._places import Places
 from ._pool import DatabasePool
 from ._recorder import Recorder
 from ._session import EnvironmentFailed, Forbidden, NotFound, Principal, Session, StepConflict
+from ._view import detail_view
 
 GIVE_UP = "give_up"
 TOMBSTONES = 10_000
@@ -241,7 +242,7 @@ class SessionTable:
                                     "step_index": step_index + 1, "verdict": None, "reward_detail": None}
             if terminated or truncated:
                 self._finish(session, "agent", reward, info)
-                body["reward_detail"] = session.reward_detail
+                body["reward_detail"] = detail_view(session.reward_detail, session.scenario.split)
             body["caveats"] = session.caveats
             session.steps, session.last_response = step_index + 1, body
             session.last_step = time.monotonic()

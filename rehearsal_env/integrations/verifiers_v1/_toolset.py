@@ -37,7 +37,7 @@ import verifiers.v1 as vf
 from mcp.types import CallToolResult, Tool
 from pydantic import Field
 
-from ...episodes import Principal, Recorder, Scope, Session, SessionTable, verdict_view
+from ...episodes import Principal, Recorder, Scope, Session, SessionTable, ending_view
 from ...worlds import load_world
 from .._prompt import STOPPED_REASON
 
@@ -186,8 +186,9 @@ class RehearsalToolset(vf.Toolset[RehearsalToolsetConfig, RehearsalState]):  # t
         state.episode_id, state.turns, state.caveats = session.id, session.steps, list(session.caveats or ())
         if session.env is None:
             state.ended, state.ended_by = True, ended_by or session.ended_by
-            state.reward, state.reward_detail = session.reward, session.reward_detail
-            state.verdict = verdict_view(session.verdict, session.reward, self.who.scope, session.scenario.split)
+            ending = ending_view(session, self.who)
+            state.reward, state.reward_detail = ending["reward"], ending["reward_detail"]
+            state.verdict = ending["verdict"]
             state.run_dir = str(session.run_dir.path) if session.run_dir is not None else None
 
     async def _settle(self) -> None:
