@@ -577,7 +577,7 @@ def test_a_significant_difference_below_the_floor_says_both(tmp_path: Path) -> N
     assert m.floor is not None and m.floor == pytest.approx(hand_floor_pair(SIGNIFICANT_A, SIGNIFICANT_B))
     assert m.significant and m.below_floor and m.difference < m.floor
     assert m.result == (f"A's verified rate is higher than B's by 0.125, a significant difference "
-                        f"(A - B = +0.125, 95% CI [{ci.low:+.3f}, {ci.high:+.3f}], p = 6.1e-05 by "
+                        f"(A - B = +0.125, 95% CI [{ci.low:+.3f}, {ci.high:+.3f}] (t interval), p = 6.1e-05 by "
                         "sign-flip permutation).")
     assert m.power == (f"The difference is {BELOW_FLOOR}, the smallest true difference this suite detects "
                        f"80% of the time ({m.floor:.3f}): a true difference this small is missed more than 20% "

@@ -19,7 +19,16 @@ import rehearsal_env
 from rehearsal_env import RehearsalEnv
 from rehearsal_env.agents import NullAgent, Policy, ScriptedAgent
 from rehearsal_env.cli import main
-from rehearsal_env.readiness import NEEDS_WORK, READY, Readiness, assess, assess_runs, format_readiness, readiness_of
+from rehearsal_env.readiness import (
+    NEEDS_WORK,
+    NOT_DECIDED,
+    READY,
+    Readiness,
+    assess,
+    assess_runs,
+    format_readiness,
+    readiness_of,
+)
 from rehearsal_env.records import EpisodeRecord, record_episode, seal_run, write_part
 from rehearsal_env.runner import EpisodeSpec, RunConfig, run_batch
 from rehearsal_env.scenarios import Scenario, Solution, ToolCall
@@ -133,8 +142,8 @@ def test_withdrawn_and_not_scored_episodes_do_not_count(world: World, root: Path
     failed = [not_scored(x, "sandbox") for x in records[2:]]
     kept = [*records[:2], *failed, *episodes(world, {"pay-changed": ("reference",) * 3})]
     r = readiness_of(kept, versions_root=own_root, max_not_scored_share=0.5)
-    assert r.ready and dict(r.left_out) == {"withdrawn scenario": 2, "not scored": 3}
-    assert (r.counted, r.not_scored, r.not_scored_share) == (3, 3, 0.5)
+    assert r.label == NOT_DECIDED and dict(r.left_out) == {"withdrawn scenario": 2, "not scored": 3}
+    assert (r.counted, r.not_scored, r.not_scored_share, r.bounds) == (3, 3, 0.5, (0.5, 1.0))
 
 
 def not_scored(r: EpisodeRecord, cause: str) -> EpisodeRecord:
@@ -152,17 +161,26 @@ def cause_of(cause: str) -> str:
 def test_more_than_five_percent_not_scored_needs_work(world: World, root: Path) -> None:
     records = episodes(world, {"pay-ann": ("reference",) * 10, "pay-unknown": ("reference",) * 10})
     one = readiness_of([not_scored(records[0], "provider"), *records[1:]], versions_root=root)
-    assert one.ready and (one.counted, one.not_scored, one.not_scored_share) == (19, 1, 0.05)  # 5% is allowed
+    # 5% is allowed by rule 6, but the one not-scored episode could have broken a hard rule: not decided
+    assert one.label == NOT_DECIDED and (one.counted, one.not_scored, one.not_scored_share) == (19, 1, 0.05)
+    assert one.reasons[0].startswith(f"not decided: 1 episode(s) not scored ({cause_of('provider')} 1): counted as "
+                                     "the worst outcome for the agent it needs work (1 episode(s) broke a hard rule")
     two = [not_scored(records[0], "provider"), not_scored(records[11], "sandbox"), *records[1:11], *records[12:]]
     r = readiness_of(two, versions_root=root)
-    assert r.label == NEEDS_WORK and r.verified_share == 1.0
+    assert r.label == NOT_DECIDED and r.verified_share == 1.0 and r.bounds == (0.9, 1.0)
     text = "provider 1, sandbox 1" if cause_of("provider") == "provider" else "unknown 2"
-    assert r.reasons == (f"10.0% of the episodes it would count were not scored (2 of 20; causes: {text}); "
-                         "at most 5% may be: fix the failing part and rerun those episodes",)
+    assert r.reasons[-1] == (f"10.0% of the episodes it would count were not scored (2 of 20; causes: {text}); "
+                             "at most 5% may be: fix the failing part and rerun those episodes")
     assert f"not scored 2 of 20 episode(s) it would count (10.0%; at most 5% may be); causes: {text}" in (
         format_readiness(r))
-    assert readiness_of(two, versions_root=root, max_not_scored_share=0.1).ready  # configurable, and stated
-    assert "at most 10% may be" in format_readiness(readiness_of(two, versions_root=root, max_not_scored_share=0.1))
+    assert "verified share with the not-scored episodes as failures 90%, as successes 100%" in format_readiness(r)
+    limit = readiness_of(two, versions_root=root, max_not_scored_share=0.1)  # configurable, and stated
+    assert limit.label == NOT_DECIDED and len(limit.reasons) == 1 and "at most 10% may be" in format_readiness(limit)
+    # what no outcome of the not-scored episodes can save is decided: Needs work, with the reasons that hold either way
+    lost = episodes(world, {"pay-ann": ("give-up",) * 10, "pay-unknown": ("reference",) * 10})
+    bad = readiness_of([not_scored(lost[0], "provider"), *lost[1:]], versions_root=root)
+    assert bad.label == NEEDS_WORK and bad.decided and bad.bounds == (0.5, 0.55)
+    assert bad.reasons[0] == "55% verified (11 of 20 on scenarios it never learned from); needs 80% or more"
     with pytest.raises(ValueError, match=r"in \[0, 1\]; got 5"):
         readiness_of(two, versions_root=root, max_not_scored_share=5)
 
@@ -171,7 +189,8 @@ def test_an_improved_version_counts_not_scored_holdout_episodes_only(world: Worl
     records = episodes(world, {"pay-changed": ("reference",) * 4, "pay-unknown": ("reference",) * 4})
     train_failed = [not_scored(r, "worker") if r.scenario == "pay-changed" else r for r in records]
     r = readiness_of(train_failed, versions_root=root, improved=True)
-    assert r.ready and r.not_scored == 0 and dict(r.left_out)["not scored"] == 4
+    assert r.not_scored == 0 and dict(r.left_out)["not scored"] == 4
+    assert r.label == NOT_DECIDED  # rules 4 and 5 watch learned-from episodes too: those 4 could have broken a rule
     holdout_failed = [not_scored(records[4], "worker"), *records[:4], *records[5:]]
     r = readiness_of(holdout_failed, versions_root=root, improved=True)
     assert not r.ready and (r.counted, r.not_scored) == (3, 1)
@@ -218,9 +237,10 @@ def test_cli_takes_the_not_scored_limit(world: World, root: Path, tmp_path: Path
     seal_run(tmp_path / "a")
     assert main(["readiness", str(tmp_path / "a"), "--versions", str(root)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Needs work") and f"causes: {cause_of('database')} 1" in out
+    assert out.startswith("Not decided") and f"causes: {cause_of('database')} 1" in out
     assert main(["readiness", str(tmp_path / "a"), "--versions", str(root), "--max-not-scored", "0.2"]) == 0
-    assert capsys.readouterr().out.startswith("Ready to pilot")
+    out = capsys.readouterr().out
+    assert out.startswith("Not decided") and "at most 20% may be" in out
 
 
 # --- forks and restores are never evidence; readiness is per key (issue 31) ----------------------

@@ -44,9 +44,9 @@ import numpy as np
 
 from rehearsal_env.provenance import differing_fields, lookup
 
+from ._decision import A_HIGHER, B_HIGHER, DISAGREE, NOT_DECIDED, Extremes, Procedure, extremes, read
 from ._floor import (
     ALL_AGREED,
-    ALPHA,
     MIN_SCENARIOS,
     inverse_repeats,
     observed_floor,
@@ -54,9 +54,8 @@ from ._floor import (
     too_few,
     within_variance,
 )
-from ._intervals import REWARD_BOUNDS, difference_bounds
 from ._load import AgentRun, RunError
-from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
+from ._paired import PairedTest
 from ._reliability import CategoryComparison, category_comparisons
 from ._seqreport import SequentialCheck, sequential_check
 
@@ -68,10 +67,6 @@ BELOW_FLOOR = "below the resolution floor"
 """The words of a difference smaller than the floor."""
 LABELS = {"verified": "verified rate", "rule_violated": "rule-violated rate", "reward": "mean reward"}
 """Metric -> its name in sentences."""
-SUCCESS = {"verified": 1.0, "rule_violated": 0.0, "reward": REWARD_BOUNDS[1]}
-"""Metric -> the value of a not-scored episode counted as a success."""
-FAILURE = {"verified": 0.0, "rule_violated": 1.0, "reward": REWARD_BOUNDS[0]}
-"""Metric -> the value of a not-scored episode counted as a failure."""
 
 
 class ProvenanceMismatch(ValueError):
@@ -120,7 +115,7 @@ class MetricComparison:
     floor_source: str
     """Where the floor comes from ("from ...", "observed ..."), or "unknown: " / "not given: " and why."""
     significant: bool
-    """Whether the deciding test rejects "no difference" at alpha 0.05."""
+    """Whether a difference is decided (``decision`` is ``A higher`` or ``B higher``)."""
     below_floor: bool | None
     """Whether |difference| is below the floor; None when the floor is unknown or not given."""
     result: str
@@ -135,7 +130,14 @@ class MetricComparison:
     worst_high: float | None = None
     """The higher of the two; None when every episode was scored."""
     interval_method: str = "t"
-    """``t`` on the d_j, or ``MOVER`` (Newcombe) when every d_j is the same."""
+    """``t`` on the d_j, ``MOVER`` (Newcombe) when every d_j is the same, or ``McNemar-inverted exact``
+    for 0/1 outcomes with one repeat in both runs (:mod:`._decision`)."""
+    decision: str = ""
+    """``A higher``, ``B higher``, ``no significant difference``, ``test and interval disagree``, or ``not
+    decided`` (the not-scored episodes counted as the worst and as the best outcome decide differently)."""
+    extremes: Extremes | None = None
+    """The procedure with not-scored episodes the worst outcome for A and the best for B, and the reverse; None
+    when every episode was scored."""
 
 
 @dataclass(frozen=True)
@@ -231,19 +233,10 @@ def _metric(metric: str, a: AgentRun, b: AgentRun, same: bool) -> MetricComparis
     mb = np.array([np.mean(v) for v in vb])
     d = ma - mb
     n = len(d)
-    diff = float(np.mean(d))
     se = float(np.std(d, ddof=1) / math.sqrt(n)) if n >= 2 else math.nan
-    bounds = None if metric != "reward" else _reward_bounds(va, vb)
-    _, _, low_, high_ = difference_bounds(ma[None, :], mb[None, :], float(sum(map(len, va))),
-                                          float(sum(map(len, vb))), bounds)
-    low, high = float(low_[0]), float(high_[0])
-    how = "MOVER" if n >= 2 and np.ptp(d) < 1e-12 else "t"
-    binary = metric != "reward"
-    if binary and all(len(pa[s]) == 1 and len(pb[s]) == 1 for s in names):
-        tests: tuple[PairedTest, ...] = (mcnemar_exact(int(np.sum((ma == 1) & (mb == 0))),
-                                                       int(np.sum((ma == 0) & (mb == 1)))),)
-    else:
-        tests = (sign_flip(d), paired_t(d))
+    proc = read(metric, va, vb)
+    ext = extremes(metric, a, b)
+    decision = proc.decision if ext is None else ext.decision
     floor, source = _within_floor(va, vb)
     if floor is None and same and source.startswith("unknown") and n >= MIN_SCENARIOS:
         observed = observed_floor(d)
@@ -253,24 +246,19 @@ def _metric(metric: str, a: AgentRun, b: AgentRun, same: bool) -> MetricComparis
             source = ("unknown: the two runs of the same checkpoint agreed on every scenario, so the observed floor "
                       "would be 0, which no suite resolves; run more repeats (repeats >= 2)")
     corr = float(np.corrcoef(ma, mb)[0, 1]) if n >= 2 and np.std(ma) > 0 and np.std(mb) > 0 else None
-    significant = bool(tests[0].p_value < ALPHA)
-    below = None if floor is None else bool(abs(diff) < floor)
-    result = _result(metric, diff, low, high, tests[0], significant)
+    significant = decision in (A_HIGHER, B_HIGHER)
+    below = None if floor is None else bool(abs(proc.difference) < floor)
+    result = _result(metric, proc, decision, ext)
     power = _power(floor, source, significant, below, n)
-    worst = _worst(metric, a, b) if a.n_not_scored or b.n_not_scored else (None, None)
     return MetricComparison(
         metric=metric, n_paired=n, value_a=float(np.mean(ma)), value_b=float(np.mean(mb)),
-        difference=diff, se=se, low=low, high=high, correlation=corr, tests=tests,
+        difference=proc.difference, se=se, low=proc.low, high=proc.high, correlation=corr, tests=proc.tests,
         floor=floor, floor_source=source, significant=significant, below_floor=below,
-        result=result, power=power, verdict=f"{result} {power}", worst_low=worst[0], worst_high=worst[1],
-        interval_method=how,
+        result=result, power=power, verdict=f"{result} {power}",
+        worst_low=None if ext is None else min(ext.worst_for_a.difference, ext.best_for_a.difference),
+        worst_high=None if ext is None else max(ext.worst_for_a.difference, ext.best_for_a.difference),
+        interval_method=proc.interval_method, decision=decision, extremes=ext,
     )
-
-
-def _reward_bounds(va: list[np.ndarray], vb: list[np.ndarray]) -> tuple[float, float]:
-    """REWARD_BOUNDS, widened to any reward either run holds outside them."""
-    every = np.concatenate([*va, *vb])
-    return min(REWARD_BOUNDS[0], float(every.min())), max(REWARD_BOUNDS[1], float(every.max()))
 
 
 def _within_floor(va: list[np.ndarray], vb: list[np.ndarray]) -> tuple[float | None, str]:
@@ -292,14 +280,24 @@ def _within_floor(va: list[np.ndarray], vb: list[np.ndarray]) -> tuple[float | N
                   "or run one checkpoint twice")
 
 
-def _result(metric: str, diff: float, low: float, high: float, test: PairedTest, significant: bool) -> str:
-    """The test's result in one sentence: direction, size, interval, p-value."""
+def _result(metric: str, proc: Procedure, decision: str, ext: Extremes | None) -> str:
+    """The decision in one sentence: direction, size, the interval and test of the one procedure, p-value."""
     label = LABELS.get(metric, metric)
-    ci = f"A - B = {diff:+.3f}, 95% CI [{low:+.3f}, {high:+.3f}], p = {test.p_value:.3g} by {test.name}"
-    if significant:
-        hi, lo = ("A", "B") if diff > 0 else ("B", "A")
-        return f"{hi}'s {label} is higher than {lo}'s by {abs(diff):.3f}, a significant difference ({ci})."
-    return f"No significant difference in the {label} ({ci})."
+    test = proc.tests[0]
+    ci = (f"A - B = {proc.difference:+.3f}, 95% CI [{proc.low:+.3f}, {proc.high:+.3f}] "
+          f"({proc.interval_method} interval), p = {test.p_value:.3g} by {test.name}")
+    if decision == NOT_DECIDED and ext is not None:
+        return f"The {label} is {ext.reason} (scored episodes only: {ci})."
+    if decision in (A_HIGHER, B_HIGHER):
+        hi, lo = ("A", "B") if decision == A_HIGHER else ("B", "A")
+        held = "" if ext is None else f"; it holds with the {ext.not_scored} not-scored episodes counted either way"
+        return (f"{hi}'s {label} is higher than {lo}'s by {abs(proc.difference):.3f}, a significant difference "
+                f"({ci}{held}).")
+    if decision == DISAGREE:
+        return (f"Not decided for the {label}: the deciding {test.name} test and the interval disagree at this size "
+                f"({ci}); run more scenarios or repeats.")
+    held = "" if ext is None else f"; so with the {ext.not_scored} not-scored episodes counted either way"
+    return f"No significant difference in the {label} ({ci}{held})."
 
 
 def _power(floor: float | None, source: str, significant: bool, below: bool | None, n: int) -> str:
@@ -322,26 +320,11 @@ def _power(floor: float | None, source: str, significant: bool, below: bool | No
             "scenario more than a uniform shift, so this comparison has less power than the floor assumes.")
 
 
-def _filled(run: AgentRun, metric: str, fill: float) -> dict[str, float]:
-    """Scenario -> mean of its values with every not-scored episode set to ``fill``."""
-    out = {}
-    for s in run.scenarios:
-        v = np.concatenate([s.series(metric)[1], np.full(s.not_scored, fill)])
-        if len(v):
-            out[s.scenario] = float(np.mean(v))
-    return out
-
-
-def _worst(metric: str, a: AgentRun, b: AgentRun) -> tuple[float | None, float | None]:
-    """A - B bounds: not-scored episodes as failures in A and successes in B, and the reverse."""
-    fail_a, win_b = _filled(a, metric, FAILURE[metric]), _filled(b, metric, SUCCESS[metric])
-    win_a, fail_b = _filled(a, metric, SUCCESS[metric]), _filled(b, metric, FAILURE[metric])
-    names = sorted(set(fail_a) & set(win_b))
-    if not names:
-        return None, None
-    one = float(np.mean([fail_a[s] - win_b[s] for s in names]))
-    other = float(np.mean([win_a[s] - fail_b[s] for s in names]))
-    return min(one, other), max(one, other)
+def _no_prediction(source: str) -> str:
+    """Why the runs' repeats predict no floor, in the words the metric's own floor line used."""
+    if source.startswith("unknown: ") and "agreed" in source:
+        return "the scored repeats of both runs agreed on every scenario (a floor from no disagreement is unknown)"
+    return source.removeprefix("unknown: ").removeprefix("not given: ")
 
 
 def _reproducibility(a: AgentRun, b: AgentRun, verified: MetricComparison) -> Reproducibility:
@@ -360,14 +343,21 @@ def _reproducibility(a: AgentRun, b: AgentRun, verified: MetricComparison) -> Re
     va, vb = [pa[s] for s in names], [pb[s] for s in names]
     sws = [w for w in (within_variance(va), within_variance(vb)) if w is not None]
     within_flip = 2 * float(np.mean(sws)) if sws else None
-    within = _within_floor(va, vb)[0]
+    within, source = _within_floor(va, vb)
     few = len(names) < MIN_SCENARIOS
     obs = math.nan if few else observed_floor(d)
+    agreed = not few and obs == 0
+    obs = math.nan if agreed else obs
     between = None if within is None or math.isnan(obs) else obs > BETWEEN_RUN_RATIO * within
+    why_none = _no_prediction(source)
     if few:
         note = "no floor, observed or predicted: " + too_few(len(names))
+    elif agreed:
+        note = ("the two runs agreed on every scenario, so the observed floor would be 0, which no suite resolves: "
+                "it is unknown; " + (f"the repeats predict {within:.3f}" if within is not None
+                                     else f"no floor is predicted either: {why_none}"))
     elif between is None:
-        note = "the observed floor is the only floor: the runs have no repeats to predict one"
+        note = f"the observed floor is the only floor: {why_none}"
     elif between:
         note = (f"the observed floor is more than {BETWEEN_RUN_RATIO} x what the repeats predict: something "
                 "varies between whole runs (infrastructure, provider drift)")

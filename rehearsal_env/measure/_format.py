@@ -34,6 +34,10 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or math.isnan(x) else f"{x:.{digits}f}"
 
 
+def _unknown(x: float | None) -> str:
+    return "unknown" if x is None or math.isnan(x) else f"{x:.3f}"
+
+
 def _ci(e: Estimate) -> str:
     return f"[{_f(e.low)}, {_f(e.high)}]"
 
@@ -47,9 +51,11 @@ def _causes(causes: dict[str, int] | tuple[tuple[str, int], ...]) -> str:
     return ", ".join(f"{c} {k}" for c, k in items)
 
 
-def _rate_row(label: str, e: Estimate, not_scored: str = "") -> str:
+def _rate_row(label: str, e: Estimate, not_scored: str = "", bounds: tuple[float, float] | None = None) -> str:
     count = f"{e.count}/{e.n_episodes}" if e.count is not None else ""
     extra = e.method
+    if bounds is not None:
+        extra = f"not-scored bounds [{_f(bounds[0])}, {_f(bounds[1])}]; " + extra
     if e.exact_upper is not None:
         extra += f"; exact upper bound {_f(e.exact_upper)} (one-sided 95%, Clopper-Pearson)"
     if e.exact_lower is not None:
@@ -89,10 +95,14 @@ def format_report(r: AgentReport) -> str:
     lines += [
         "  95% intervals with the scenario as the unit",
         f"  {'':<22}{'value':>7}  {'95% CI':<17}{'count':>9}  {'not scored':>12}  method",
-        _rate_row(LABELS["verified"], r.verified, ns),
-        _rate_row(LABELS["rule_violated"], r.rule_violated, ns),
-        _rate_row(LABELS["false_completion"], r.false_completion, ns),
-        _rate_row(LABELS["reward"], r.mean_reward, _share(r.n_not_scored + r.missing_rewards, total)),
+        _rate_row(LABELS["verified"], r.verified, ns, r.bounds("verified")),
+        _rate_row(LABELS["rule_violated"], r.rule_violated, ns, r.bounds("rule_violated")),
+        _rate_row(LABELS["false_completion"], r.false_completion, ns, r.bounds("false_completion")),
+        _rate_row(LABELS["reward"], r.mean_reward, _share(r.n_not_scored + r.missing_rewards, total),
+                  r.bounds("reward")),
+        "  (not-scored bounds: the value with every not-scored episode a failure, and a success; the value itself "
+        "counts scored episodes only)" if r.n_not_scored else
+        "  (not-scored bounds: every episode was scored, so each bound is the value itself)",
     ]
     if r.worst_case:
         lines.append(f"  worst case, the {r.n_not_scored} not-scored episode(s) counted as failures (not verified, "
@@ -194,6 +204,13 @@ def format_comparison(c: Comparison) -> str:
         if m.worst_low is not None and m.worst_high is not None:
             lines.append(f"      worst case, not-scored episodes as failures in one run and successes in the "
                          f"other: A - B between {m.worst_low:+.3f} and {m.worst_high:+.3f}")
+        if m.extremes is not None:
+            for label, p in (("failures of A, successes of B", m.extremes.worst_for_a),
+                             ("successes of A, failures of B", m.extremes.best_for_a)):
+                lines.append(f"      not scored as {label}: {p.decision}, A - B = {p.difference:+.3f} "
+                             f"[{p.low:+.3f}, {p.high:+.3f}] ({p.interval_method} interval, p = "
+                             f"{p.tests[0].p_value:.3g})")
+        lines.append(f"      decision: {m.decision}")
         lines.append(f"      => {m.result}")
         lines.append(f"         {m.power}")
         if m.metric == "verified" and c.sequential is not None:
@@ -217,8 +234,8 @@ def format_comparison(c: Comparison) -> str:
             "  same checkpoint twice:",
             f"    flips {rep.flips} of {rep.pairs} episode pairs (rate {_f(rep.flip_rate)}); "
             f"expected from repeats {_f(rep.within_flip_rate)}",
-            f"    observed floor {_f(rep.observed_floor)}; "
-            f"floor predicted by the repeats {_f(rep.within_floor)}",
+            f"    observed floor {_unknown(rep.observed_floor)}; "
+            f"floor predicted by the repeats {_unknown(rep.within_floor)}",
             f"    drift {rep.drift:+.3f}, p = {rep.drift_p:.3g}",
             f"    {rep.note}",
         ]

@@ -42,6 +42,8 @@ LABELS = {
 """Metric -> how the report names it."""
 WORST = {"verified": 0.0, "rule_violated": 1.0, "false_completion": 1.0, "reward": REWARD_BOUNDS[0]}
 """Metric -> the value a not-scored episode takes in the worst case (a failure)."""
+BEST = {"verified": 1.0, "rule_violated": 0.0, "false_completion": 0.0, "reward": REWARD_BOUNDS[1]}
+"""Metric -> the value a not-scored episode takes in the best case (a success)."""
 
 
 @dataclass(frozen=True)
@@ -103,15 +105,28 @@ class AgentReport:
     not_root: dict[str, int] = field(default_factory=dict)
     """Kind (``fork``, ``restore``) -> episodes left out of every number because they are not root episodes
     (begun at ``reset``): never evidence about the agent. Empty when there were none."""
+    best_case: dict[str, Estimate] = field(default_factory=dict)
+    """Every headline with the not-scored episodes counted as successes (empty when none were not scored): with
+    ``worst_case``, the bounds printed beside each headline, which no choice of episodes to fail can leave."""
+
+    def bounds(self, metric: str) -> tuple[float, float]:
+        """(worst, best) value of a headline (``verified``, ..., ``reward``) over every outcome the not-scored
+        episodes could have had; both the headline's value when every episode was scored."""
+        value = {"verified": self.verified, "rule_violated": self.rule_violated,
+                 "false_completion": self.false_completion, "reward": self.mean_reward}[metric].value
+        if not self.worst_case:
+            return value, value
+        return self.worst_case[metric].value, self.best_case[metric].value
 
 
-def worst_case(run: AgentRun) -> dict[str, Estimate]:
-    """Every headline with the not-scored episodes counted as failures (empty when none were not scored)."""
+def worst_case(run: AgentRun, fill: dict[str, float] = WORST) -> dict[str, Estimate]:
+    """Every headline with the not-scored episodes counted as failures (``fill``: the value each takes; BEST for
+    the best case); empty when none were not scored."""
     if not run.n_not_scored:
         return {}
     out = {}
     for metric in (*RATES, "reward"):
-        filled = [np.concatenate([s.series(metric)[1], np.full(s.not_scored, WORST[metric])])
+        filled = [np.concatenate([s.series(metric)[1], np.full(s.not_scored, fill[metric])])
                   for s in run.scenarios]
         filled = [v for v in filled if len(v)]
         out[metric] = rate_estimate(filled) if metric in RATES else mean_estimate(filled)
@@ -170,4 +185,5 @@ def summarize(run: AgentRun, prices: Prices | None = None) -> AgentReport:
         categories=category_rates(run),
         cost=cost_report(run, prices),
         not_root=dict(run.not_root),
+        best_case=worst_case(run, BEST),
     )

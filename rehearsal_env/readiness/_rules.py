@@ -14,6 +14,14 @@ An agent version is ready to pilot on a world version when all of these hold:
    has not measured the agent, so a not-scored episode is left out of the
    rates but is never invisible (the verdict lists the causes).
 
+Not-scored episodes cannot turn the verdict (:mod:`._extremes`): rules 2-5 are applied with every
+not-scored root episode on a scenario in use counted as the worst outcome for the agent and as the
+best. "Ready to pilot" needs both extremes ready, "Needs work" needs neither ready (its reasons are
+those that hold either way), and otherwise the verdict is "Not decided: N episodes not scored
+(causes)", with the verified share at both extremes: a model endpoint that fails exactly the
+episodes its agent is losing gains nothing. The counts and the verified share keep their meaning
+(scored episodes only); the bounds are printed beside them.
+
 Only root episodes are evidence: an episode that began at ``reset``. A fork or a restore
 (``parent_kind`` on its record; :func:`rehearsal_env.records._record.episode_kind` decides) is a
 training and search tool whose steps after the cut may be anyone's, so it counts for no rule, the
@@ -47,16 +55,14 @@ from ..improve import is_improved
 from ..records import EpisodeRecord
 from ..records._record import ROOT_EPISODE, episode_kind
 from ..versions import NotPublished, load_manifest
+from ._extremes import MIN_SCORED, MIN_VERIFIED_SHARE, Episode, extreme, rule_reasons, verified_share
 
-MIN_SCORED = 3
-"""Scored episodes needed on scenarios the version never learned from."""
-MIN_VERIFIED_SHARE = 0.8
-"""Share of those episodes that must be verified."""
+__all__ = ["MIN_SCORED", "MIN_VERIFIED_SHARE"]
 MAX_NOT_SCORED_SHARE = 0.05
 """Largest share of the episodes rule 2 would count (scored or not) that may be not scored."""
 UNKNOWN_CAUSE = "unknown"
 """The cause of a not-scored record that names none."""
-READY, NEEDS_WORK = "Ready to pilot", "Needs work"
+READY, NEEDS_WORK, NOT_DECIDED = "Ready to pilot", "Needs work", "Not decided"
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,17 @@ class Readiness:
     other_keys: tuple[str, ...] = ()
     """Other keys that played episodes of the same agent version: information only, each has its own verdict and
     none changes this one."""
+    decided: bool = True
+    """False when the not-scored episodes, counted as the worst and as the best outcome for the agent, give
+    different verdicts ("Not decided"; ``ready`` is then False)."""
+    bounds: tuple[float | None, float | None] | None = None
+    """The verified share of the episodes rule 2 would count with every not-scored one a failure, and a success;
+    None when none was not scored."""
 
     @property
     def label(self) -> str:
-        """``Ready to pilot`` or ``Needs work``."""
-        return READY if self.ready else NEEDS_WORK
+        """``Ready to pilot``, ``Needs work`` or ``Not decided``."""
+        return READY if self.ready else NEEDS_WORK if self.decided else NOT_DECIDED
 
     @property
     def verified_share(self) -> float | None:
@@ -165,6 +177,7 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
         reasons.append(f"the world version is not published, so it cannot be evaluated: {exc}")
     left: dict[str, int] = {}
     in_use: list[EpisodeRecord] = []
+    pending: list[EpisodeRecord] = []
     causes: dict[str, int] = {}
     for r in records:
         kind = episode_kind(r.parent_episode, r.parent_kind)
@@ -177,6 +190,7 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
             left[key] = left.get(key, 0) + 1
         elif r.outcome == "not_scored":
             left["not scored"] = left.get("not scored", 0) + 1
+            pending.append(r)
             if not improved or r.split == "holdout":
                 causes[_cause(r)] = causes.get(_cause(r), 0) + 1
         else:
@@ -186,46 +200,53 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
         left["learned from (not holdout)"] = len(in_use) - len(never_learned)
     verified = sum(r.outcome == "verified" for r in never_learned)
     scope = "holdout scenarios" if improved else "scenarios"
-    if len(never_learned) < MIN_SCORED:
-        reasons.append(f"only {len(never_learned)} scored episode(s) on {scope} this version never learned "
-                       f"from; needs at least {MIN_SCORED}: run more {'holdout ' * improved}episodes")
-    if never_learned and verified / len(never_learned) < MIN_VERIFIED_SHARE:
-        reasons.append(f"{verified / len(never_learned):.0%} verified ({verified} of {len(never_learned)} on "
-                       f"{scope} it never learned from); needs {MIN_VERIFIED_SHARE:.0%} or more")
+    scored = [_episode(r, improved) for r in in_use]
+    both = [*scored, *(_episode(r, improved) for r in pending)]
+    worst, best = extreme(both, worst=True), extreme(both, worst=False)
+    at_worst, at_best = rule_reasons(worst, scope, improved), rule_reasons(best, scope, improved)
+    decided = not pending or bool(at_worst) == bool(at_best) or bool(reasons)
     not_scored = sum(causes.values())
     ordered = tuple(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
+    if not pending:
+        reasons += rule_reasons(scored, scope, improved)
+    elif at_best:
+        reasons += at_best  # they hold whatever the not-scored episodes were
+    elif at_worst and not reasons:
+        reasons.append(f"not decided: {len(pending)} episode(s) not scored ({_causes(_all_causes(pending))}): "
+                       f"counted as the worst outcome for the agent it needs work ({'; '.join(at_worst)}), as "
+                       "the best it is ready; rerun those episodes (fix the failing part first)")
     would_count = len(never_learned) + not_scored
     if not_scored and not_scored / would_count > max_not_scored_share:
         reasons.append(f"{not_scored / would_count:.1%} of the episodes it would count were not scored "
                        f"({not_scored} of {would_count}; causes: {_causes(ordered)}); at most "
                        f"{max_not_scored_share:.0%} may be: fix the failing part and rerun those episodes")
     violations = tuple(_tag(r) for r in in_use if r.outcome == "rule_violated")
-    if violations:
-        reasons.append(f"{len(violations)} episode(s) broke a hard rule: {_some(violations)}")
     false = tuple(_tag(r) for r in in_use if r.false_completion)
-    if false:
-        reasons.append(f"{len(false)} episode(s) claimed to be done when they were not: {_some(false)}")
-    tool_use = [r.world_tool_calls for r in in_use if r.world_tool_calls is not None]
-    if tool_use and not any(tool_use):
-        reasons.append(f"none of the {len(tool_use)} scored episode(s) called one of the world's tools (the agent only "
-                       "talked, finished or gave up): its outcomes say nothing of its tool use; check that its "
-                       "model is offered the tools")
     player = players.pop()
     others = tuple(sorted(_key_name(k) for k in set(other_keys) - {player}))
     return Readiness(agent=agent, agent_version=agent_version, world=world, world_version=world_version,
-                     improved=improved, ready=not reasons, counted=len(never_learned), verified=verified,
+                     improved=improved, ready=decided and not reasons, counted=len(never_learned), verified=verified,
                      rule_violations=violations, false_completions=false,
                      left_out=tuple(sorted(left.items())), reasons=tuple(reasons), not_scored=not_scored,
                      not_scored_causes=ordered, max_not_scored_share=max_not_scored_share, key_id=player,
-                     other_keys=others)
+                     other_keys=others, decided=decided,
+                     bounds=(verified_share(worst), verified_share(best)) if pending else None)
+
+
+def _episode(r: EpisodeRecord, improved: bool) -> Episode:
+    return Episode(tag=_tag(r), outcome=r.outcome, false_completion=bool(r.false_completion),
+                   world_tool_calls=r.world_tool_calls, counted=not improved or r.split == "holdout")
+
+
+def _all_causes(records: Sequence[EpisodeRecord]) -> tuple[tuple[str, int], ...]:
+    causes: dict[str, int] = {}
+    for r in records:
+        causes[_cause(r)] = causes.get(_cause(r), 0) + 1
+    return tuple(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _causes(causes: tuple[tuple[str, int], ...]) -> str:
     return ", ".join(f"{c} {k}" for c, k in causes)
-
-
-def _some(tags: Sequence[str], n: int = 5) -> str:
-    return ", ".join(tags[:n]) + (f" and {len(tags) - n} more" if len(tags) > n else "")
 
 
 def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
@@ -254,6 +275,9 @@ def format_readiness(r: Readiness) -> str:
     lines = [f"{r.label}: agent {r.agent} ({r.agent_version}) on world {r.world} {r.world_version}{played}",
              f"  counted {r.counted} scored episode(s) ({scope}), {r.verified} verified ({share}); "
              f"hard rules broken {len(r.rule_violations)}; false completions {len(r.false_completions)}"]
+    if r.bounds is not None:
+        lo, hi = ("-" if x is None else f"{x:.0%}" for x in r.bounds)
+        lines.append(f"  verified share with the not-scored episodes as failures {lo}, as successes {hi}")
     ns = "-" if r.not_scored_share is None else f"{r.not_scored_share:.1%}"
     causes = f"; causes: {_causes(r.not_scored_causes)}" if r.not_scored else ""
     lines.append(f"  not scored {r.not_scored} of {r.counted + r.not_scored} episode(s) it would count ({ns}; "
