@@ -42,6 +42,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("records",),
     ("versions",),
     ("runner",),
+    ("compiler",),  # the world compiler: an application becomes a world folder, validated by the versions gate
     # hosted episodes: who calls, the live sessions, forks and restores, what a caller sees; the transports above
     ("episodes",),
     ("rescore", "serve", "pool"),

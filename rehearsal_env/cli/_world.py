@@ -24,6 +24,7 @@ from ..worlds import (
     registry_problems,
     world_names,
 )
+from . import _compile
 from ._models import add_live_options, attempt_live, live_agent
 
 VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else $REHEARSAL_HOME/world_versions)"
@@ -65,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wd.add_argument("--reason", required=True, help="why a careful agent cannot pass it")
     wd.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
     wd.set_defaults(handler=handle_withdraw)
+    _compile.register(wsub)
 
 
 def handle_list(args: argparse.Namespace) -> int:

@@ -1,0 +1,61 @@
+"""``rehearsal world compile``: an application's folder becomes a validated world folder.
+
+The compiler (``rehearsal_env.compiler``) is imported by the command itself, so other commands stay quick."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+PHASES = "inspect, plan, materialize, discover, seed, adapt, author, validate, package"
+
+
+def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = wsub.add_parser("compile", help="compile an application's folder into a validated world, in nine phases",
+                        description="Compile SOURCE (the application's folder, with rehearsal-app.toml or "
+                        "--describe) into FOLDER/world, a world folder whose jobs each passed the validation gate. "
+                        "Each phase writes FOLDER/.compile/NN-phase.json; run again to resume.")
+    p.add_argument("source", help="the application's folder")
+    p.add_argument("--out", required=True, metavar="FOLDER", help="the compile folder (FOLDER/world, FOLDER/.compile)")
+    p.add_argument("--describe", metavar="FILE", help="how the application runs (default SOURCE/rehearsal-app.toml)")
+    p.add_argument("--model", help="a model that proposes jobs too (any OpenAI-compatible endpoint)")
+    p.add_argument("--base-url", help="the model's endpoint (OpenAI-compatible)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="the variable holding the model's key (default OPENAI_API_KEY; none needed locally)")
+    p.add_argument("--seed", type=int, default=0, help="the model's sampling seed (default 0)")
+    p.add_argument("--repairs", type=int, default=2, help="rounds of the repair loop for a model's jobs (default 2)")
+    p.add_argument("--stop-after", metavar="PHASE", help="stop once this phase is done (edit its result, rerun): "
+                   + PHASES)
+    p.add_argument("--json", action="store_true", help="print the package phase's result as JSON")
+    p.set_defaults(handler=handle_compile)
+
+
+def handle_compile(args: argparse.Namespace) -> int:
+    from ..compiler import CompileError, ModelConfig, compile_world
+
+    model = None
+    if args.model:
+        model = ModelConfig(args.model, args.base_url, os.environ.get(args.api_key_env) or "none", args.seed)
+
+    def progress(phase: str, how: str, seconds: float) -> None:
+        if not args.json:
+            print(f"{phase:<12} {how:<8} {seconds:8.2f}s", file=sys.stderr)
+
+    try:
+        result = compile_world(args.source, args.out, describe=args.describe, model=model, repairs=args.repairs,
+                               stop_after=args.stop_after, progress=progress)
+    except CompileError as exc:
+        print(f"rehearsal: error: {exc}", file=sys.stderr)
+        return 2
+    summary = result.summary
+    if args.json:
+        print(json.dumps({**summary, "folder": str(result.folder), "seconds": result.seconds}, indent=2))
+    elif summary:
+        print(f"compiled {result.folder}: {summary['jobs']} jobs validated over {len(summary['kinds_of_write'])} "
+              f"kinds of write ({', '.join(summary['kinds_of_write'])}); {summary['kept_out']} kept out; splits "
+              f"{summary['splits']}; world version {summary['world_version']}; page {result.folder / 'COMPILE.md'}")
+    else:
+        print(f"stopped after {args.stop_after}: {result.folder.parent / '.compile'}")
+    return 0

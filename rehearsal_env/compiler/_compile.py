@@ -1,0 +1,285 @@
+"""The compile: nine phases in order, each result written before the next starts (see ``._phases``).
+
+:func:`compile_world` runs them; a phase already done for the same inputs is skipped, so a compile
+killed in any phase resumes there (its runtime is started again: it holds nothing the phase files
+do not). A phase that fails raises :class:`CompileError` naming it; every process it started is
+stopped, and the phases done so far stay.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_atomic
+from ..identity import world_version
+from . import _toml
+from ._author import ROLE, Author
+from ._errors import CompileError
+from ._evidence import app_tables, hard_rules
+from ._explore import explore
+from ._gate import validate_all
+from ._model import PROMPT_VERSION, CompilerModel, ModelConfig, prompt_hashes
+from ._openapi import operations, parse_document, tool_of
+from ._package import package
+from ._phases import PHASES, PhaseStore, canonical, sha
+from ._runtime import LocalRuntime, docker_available
+from ._source import inspect_source, resolve
+from ._worldfolder import WORLD_DIR, copy_sources, load, seed_sql, world_toml
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """What a compile did."""
+
+    folder: Path
+    """The world folder it wrote (``OUT/world``)."""
+    phases: dict[str, Any]
+    """Each phase's result, by name."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall time of each phase this run (0 for one skipped)."""
+    skipped: tuple[str, ...] = ()
+    """The phases found done and skipped."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return dict(self.phases.get("package", {}))
+
+
+class _Run:
+    def __init__(self, source: Path, out: Path, describe: Path | None, model: ModelConfig | None,
+                 repairs: int) -> None:
+        self.source, self.out, self.describe, self.model, self.repairs = source, out, describe, model, repairs
+        self.store = PhaseStore(out)
+        self.world_dir = out / WORLD_DIR
+        self.results: dict[str, Any] = {}
+
+    # -- the world folder as the phases so far describe it ------------------------------
+    def write_world(self, *, seeded: bool, adapted: bool) -> None:
+        r = self.results
+        self.world_dir.mkdir(parents=True, exist_ok=True)
+        migrations = copy_sources(r["inspect"], self.world_dir, "materialize")
+        tools = r["adapt"]["tools"] if adapted else ()
+        roles = r["adapt"]["roles"] if adapted else ()
+        write_atomic(self.world_dir / "world.toml",
+                     world_toml(r["inspect"], migrations, seeded=seeded, tools=tools, roles=roles))
+
+    def runtime(self, phase: str, *, verify_reset: bool = True) -> LocalRuntime:
+        world = load(self.world_dir, phase)
+        local = self.results["plan"]["local"]
+        return LocalRuntime(world, self.world_dir / "app", local["command"], local["env"], phase=phase,
+                            verify_reset=verify_reset)
+
+    # -- the phases ------------------------------------------------------------------------
+    def inspect(self) -> dict[str, Any]:
+        return inspect_source(self.source, self.describe)
+
+    def plan(self) -> dict[str, Any]:
+        app = self.results["inspect"]["application"]
+        daemon = docker_available()
+        return {"runtime": "local-process",
+                "why": ("a Docker daemon answers here, but the compile's Docker path is not built yet: the application "
+                        "runs as local processes; the world folder runs on the sandbox with --backend docker")
+                if daemon else "no Docker daemon answers here: the application runs as local processes on "
+                "127.0.0.1 with its own PostgreSQL database, without the sandbox's isolation",
+                "local": {"command": app["command"], "env": app["env"]},
+                "health": app["health"], "probe": app["probe"], "port": app["port"], "reset_hook": app["reset_hook"]}
+
+    def materialize(self) -> dict[str, Any]:
+        self.write_world(seeded=False, adapted=False)
+        world = load(self.world_dir, "materialize")
+        with self.runtime("materialize") as rt:
+            status, _ = rt.request("GET", rt.spec.health, query={}, body=None, headers={})
+            return {"world_folder": WORLD_DIR, "tables": [t.name for t in app_tables(world)],
+                    "empty_digest": rt.first_digest, "health": f"{status} at {rt.spec.health}"}
+
+    def discover(self) -> dict[str, Any]:
+        self.write_world(seeded=False, adapted=False)
+        inspected = self.results["inspect"]
+        with self.runtime("discover") as rt:
+            if inspected["openapi"] is None:
+                raise CompileError("discover", "expected an OpenAPI document ([openapi] file or served, or "
+                                   "openapi.json in SOURCE); found none. Fix: describe the application's operations")
+            if "file" in inspected["openapi"]:
+                text = resolve(inspected, inspected["openapi"]["file"]).read_text(errors="replace")
+            else:
+                status, data = rt.request("GET", inspected["openapi"]["served"], query={}, body=None, headers={})
+                if status != 200:
+                    raise CompileError("discover", f"expected the OpenAPI document at "
+                                       f"{inspected['openapi']['served']} (200); the application answered {status}")
+                text = json.dumps(data)
+            ops = operations(parse_document(text))
+            schema: dict[str, list[dict[str, Any]]] = {}
+            for table in self.results["materialize"]["tables"]:
+                rows = rt.query("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                                "WHERE table_name = ? AND table_schema = current_schema() ORDER BY ordinal_position",
+                                (table,))
+                schema[table] = [{"column": c, "type": t, "nullable": n == "YES"} for c, t, n in rows]
+            if not any(schema.values()):
+                raise CompileError("discover", "expected the application's tables in its database; none could be "
+                                   "read. Fix: give its migrations under [schema] sql")
+        return {"operations": ops, "schema": schema}
+
+    def seed(self) -> dict[str, Any]:
+        inspected = self.results["inspect"]
+        data = inspected["data"]
+        if data is None:
+            raise CompileError("seed", "expected fictional data: [data] generator or sql in the description; found "
+                               "none (seeding through the application's API is not built yet). Fix: give a generator")
+        stage = self.store.dir / "seedgen"
+        stage.mkdir(parents=True, exist_ok=True)
+        migrations = copy_sources(inspected, stage, "seed")
+        name = "data.py" if data["kind"] == "generator" else "seed.sql"
+        write_atomic(stage / name, resolve(inspected, data).read_bytes())
+        write_atomic(stage / "world.toml", _toml.top({"name": "seedgen", "data_anchor": _date(inspected),
+                                                      "seed": inspected["seed"]})
+                     + _toml.table("schema", {"sql": migrations})
+                     + _toml.table("data", {data["kind"]: name}))
+        world = load(stage, "seed")
+        try:
+            rows = world.seed_rows()
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise CompileError("seed", f"expected the data generator to give rows; it failed: "
+                               f"{str(exc).splitlines()[0][:300]}") from None
+        text = seed_sql(world, rows)
+        write_atomic(self.world_dir / "seed.sql", text)
+        return {"rows": {t.name: len(rows.get(t.name, ())) for t in app_tables(world)},
+                "seed_sql_sha256": sha(text), "from": data["kind"]}
+
+    def adapt(self) -> dict[str, Any]:
+        ops = self.results["discover"]["operations"]
+        tools = [tool_of(op) for op in ops]
+        headers = self.results["inspect"]["headers"]
+        acting = ", ".join(f"{k}: {v}" for k, v in headers.items()) or "no identity header"
+        roles = [{"name": ROLE, "description": f"Calls every operation of the application ({acting}).",
+                  "tools": [t["name"] for t in tools]}]
+        return {"tools": tools, "roles": roles,
+                "kinds": {t["name"]: t["kind"] for t in tools}}
+
+    def author(self) -> dict[str, Any]:
+        self.write_world(seeded=True, adapted=True)
+        world = load(self.world_dir, "author")
+        ops = self.results["discover"]["operations"]
+        headers = self.results["inspect"]["headers"]
+        seed = int(self.results["inspect"]["seed"])
+        with self.runtime("author", verify_reset=False) as rt:
+            explored = explore(rt, [o for o in ops if o["method"] == "GET"], headers)
+            author = Author(world, rt, ops, explored, headers, seed)
+            jobs = author.jobs()
+            model_info: dict[str, Any] | None = None
+            if self.model is not None:
+                client = CompilerModel(self.model)
+                proposed = client.propose({"tools": self.results["adapt"]["tools"], "role": ROLE,
+                                           "tables": self.results["discover"]["schema"]}, jobs)
+                by_name = {o["name"]: o for o in ops}
+                for job in proposed:
+                    job.setdefault("role", ROLE)
+                    job.setdefault("category", "model")
+                    calls = (job.get("reference") or {}).get("calls") or []
+                    writes = [(by_name[c["tool"]], c.get("args") or {}) for c in calls if isinstance(c, dict)
+                              and c.get("tool") in by_name and by_name[c["tool"]]["method"] != "GET"]
+                    if writes and all(isinstance(a, dict) for _, a in writes):
+                        try:
+                            _, changed = author._run(writes)
+                        except (KeyError, TypeError):
+                            changed = {}
+                        job.setdefault("hard_rules", hard_rules(world, changed))
+                    job["wrong"] = [*(job.get("wrong") or []), {"name": "wrong:claim-done", "calls": [
+                        {"tool": "finish", "args": {"message": "Done."}}]}]
+                jobs += proposed
+                model_info = {"model": self.model.model, "base_url": self.model.base_url, "seed": self.model.seed,
+                              "prompt_version": PROMPT_VERSION, "prompt_sha256": prompt_hashes(),
+                              "proposed": len(proposed)}
+        return {"jobs": jobs, "tried": author.tried, "exploration_requests": explored.requests,
+                "explored": {k: len(v) for k, v in explored.bindings.items()}, "model": model_info}
+
+    def validate(self) -> dict[str, Any]:
+        self.write_world(seeded=True, adapted=True)
+        world = load(self.world_dir, "validate")
+        path_args = {o["name"]: [a["name"] for a in o["args"] if a["in"] == "path"]
+                     for o in self.results["discover"]["operations"]}
+        jobs = self.results["author"]["jobs"]
+        with self.runtime("validate") as rt:
+            client = CompilerModel(self.model) if self.model is not None else None
+            result = validate_all(world, jobs, rt, path_args, repair=client.repair if client else None,
+                                  repairs=self.repairs)
+        return result
+
+    def package(self) -> dict[str, Any]:
+        self.write_world(seeded=True, adapted=True)
+        result = package(self.world_dir, self.results)
+        world = load(self.world_dir, "package")
+        return {**result, "world_version": world_version(world), "world_folder": WORLD_DIR}
+
+
+def _date(inspected: dict[str, Any]) -> Any:
+    from datetime import date
+
+    return date.fromisoformat(inspected["data_anchor"])
+
+
+def _inputs(run: _Run, phase: str, previous: str) -> str:
+    options: dict[str, Any] = {"previous": previous}
+    if phase == "inspect":
+        options |= {"source": str(run.source.resolve()), "describe": str(run.describe.resolve()) if run.describe
+                    else None}
+    if phase in ("author", "validate") and run.model is not None:
+        options |= {"model": run.model.model, "base_url": run.model.base_url, "seed": run.model.seed,
+                    "prompt_version": PROMPT_VERSION}
+    if phase == "validate":
+        options["repairs"] = run.repairs
+    return sha(canonical(options))
+
+
+def compile_world(source: str | Path, out: str | Path, *, describe: str | Path | None = None,
+                  model: ModelConfig | None = None, repairs: int = 2, stop_after: str | None = None,
+                  progress: Callable[[str, str, float], None] | None = None) -> CompileResult:
+    """Compile the application in ``source`` into a world folder under ``out`` (see the package docstring).
+
+    Args:
+        source: The application's folder.
+        out: The compile folder: ``out/world`` (the world folder) and ``out/.compile`` (each phase's result).
+        describe: How the application runs (default: ``source/rehearsal-app.toml``).
+        model: The compiler's model (None: evidence only).
+        repairs: Rounds of the repair loop for a model's jobs.
+        stop_after: Stop once this phase is done (a person edits its result, then compiles again).
+        progress: Called ``(phase, "ran" | "skipped", seconds)`` after each phase.
+
+    Raises:
+        CompileError: one line naming the phase, what was expected and what arrived.
+    """
+    if stop_after is not None and stop_after not in PHASES:
+        raise CompileError("inspect", f"expected --stop-after among {', '.join(PHASES)}; got {stop_after!r}")
+    run = _Run(Path(source), Path(out), Path(describe) if describe else None, model, repairs)
+    seconds: dict[str, float] = {}
+    skipped: list[str] = []
+    previous = ""
+    for phase in PHASES:
+        inputs = _inputs(run, phase, previous)
+        started = time.perf_counter()
+        done = run.store.done(phase, inputs) if phase != "inspect" else None
+        if done is not None:
+            run.results[phase] = done
+            skipped.append(phase)
+            previous = run.store.result_digest(phase)
+        else:
+            try:
+                result = getattr(run, phase)()
+            except CompileError:
+                raise
+            except Exception as exc:  # a defect of the application or of its description, named by phase
+                raise CompileError(phase, f"expected the phase to finish; it raised {type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:300] if str(exc) else ''}") from exc
+            run.results[phase] = result
+            previous = run.store.save(phase, inputs, result)
+        seconds[phase] = time.perf_counter() - started
+        run.store.record_time(phase, seconds[phase], done is not None)
+        if progress is not None:
+            progress(phase, "skipped" if done is not None else "ran", seconds[phase])
+        if phase == stop_after:
+            break
+    return CompileResult(run.world_dir, dict(run.results), seconds, tuple(skipped))

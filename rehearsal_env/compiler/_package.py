@@ -1,0 +1,89 @@
+"""Phase 9, *package*: the validated jobs as scenario files, and the compile's page (``COMPILE.md``).
+
+``scenarios/{train,dev,holdout}.toml`` hold only the jobs the gate kept, each with the request,
+scope, goal checks, hard rules, reference and wrong solutions; ``COMPILE.md`` lists every job with
+its proof (the gate's five findings) and every job kept out with its reason. Both are written the
+same bytes for the same phase results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_atomic
+from ..versions import CHECK_LABELS
+from . import _toml
+
+SPLITS = ("train", "dev", "holdout")
+
+
+def _check(c: Mapping[str, Any]) -> dict[str, Any]:
+    out = {"name": c["name"], "op": c["op"], "want": c["want"], "sql": c["sql"]}
+    if c.get("params"):
+        out["params"] = list(c["params"])
+    return out
+
+
+def scenario_toml(job: Mapping[str, Any]) -> str:
+    """One ``[[scenario]]`` table."""
+    calls = [{"tool": c["tool"], "args": dict(c.get("args", {}))} for c in job["reference"]["calls"]]
+    text = _toml.table("scenario", {
+        "id": job["id"], "split": job["split"], "role": job["role"], "category": job["category"],
+        "request": job["request"], "scope": list(job.get("scope", [])),
+        "goal_checks": [_check(c) for c in job["goal_checks"]],
+        "hard_rules": [_check(c) for c in job.get("hard_rules", [])],
+        "reference": {"calls": calls}}, array=True)
+    for w in job.get("wrong", []):
+        text += _toml.table("scenario.wrong", {"name": w["name"], "calls": [
+            {"tool": c["tool"], "args": dict(c.get("args", {}))} for c in w["calls"]]}, array=True)
+    return text
+
+
+def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict[str, Any]]) -> str:
+    inspected = results["inspect"]
+    lines = [f"# {inspected['name']}: compiled\n",
+             f"Compiled by `rehearsal world compile` from `{Path(inspected['source']).name}` "
+             f"({len(inspected['application']['files'])} application files). Runtime: "
+             f"{results['plan']['runtime']} ({results['plan']['why']}).\n",
+             f"**{len(kept)} jobs validated** over {len({j['category'] for j in kept})} kinds of work; "
+             f"{len(out)} kept out.\n", "| split | jobs |", "|---|---|"]
+    counts = Counter(j["split"] for j in kept)
+    lines += [f"| {s} | {counts.get(s, 0)} |" for s in SPLITS]
+    author = results["author"]
+    if author.get("model"):
+        m = author["model"]
+        lines.append(f"\nModel: `{m['model']}`, prompts {m['prompt_version']}, seed {m['seed']}: "
+                     f"{m['proposed']} proposed, {sum(1 for j in kept if j.get('origin') == 'model')} kept.\n")
+    lines.append("\n## Jobs and their proof\n")
+    for job in kept:
+        lines.append(f"### `{job['id']}` ({job['split']}, {job['origin']})\n\n{job['request']}\n")
+        for name, label in CHECK_LABELS.items():
+            lines.append(f"- {label}: {job['proof'].get(name, '')}")
+        if job.get("repaired"):
+            lines.append(f"- repaired: {job['repaired']}")
+        lines.append("")
+    lines.append("## Kept out\n")
+    lines += [f"- `{j['id']}` ({j.get('origin')}): {j['reason']}" for j in out] or ["None."]
+    return "\n".join(lines) + "\n"
+
+
+def package(world_dir: Path, results: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the scenario files and COMPILE.md; the package phase's result (without the version id)."""
+    kept = list(results["validate"]["kept"])
+    out = list(results["validate"]["kept_out"])
+    folder = world_dir / "scenarios"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        mine = [j for j in kept if j["split"] == split]
+        text = f"# Written by `rehearsal world compile`: the jobs of the {split} split that passed the gate.\n"
+        text += "".join("\n" + scenario_toml(j) for j in mine)
+        write_atomic(folder / f"{split}.toml", text)
+    write_atomic(world_dir / "COMPILE.md", _page(results, kept, out))
+    writes = {k for k, v in results["adapt"]["kinds"].items() if v == "write"}
+    kinds = sorted({name for j in kept for name in j["category"].split("-then-") if name in writes})
+    return {"jobs": len(kept), "kept_out": len(out), "kinds_of_write": kinds,
+            "splits": {s: sum(1 for j in kept if j["split"] == s) for s in SPLITS},
+            "from_model": sum(1 for j in kept if j.get("origin") == "model")}

@@ -1,0 +1,182 @@
+"""Phase 1, *inspect*: what the source is, how it runs, and which of its files the compile reads.
+
+SOURCE is a folder (the application's tree). How it runs is a description, ``rehearsal-app.toml`` in
+SOURCE or given with ``--describe``::
+
+    name = "reviews-compiled"            # the compiled world's name
+    data_anchor = 2025-06-30             # the world's frozen day
+    seed = 17
+    [application]                        # what runs: the folder copied into the world, the command
+    folder = "app"                       # ({python}, {app}, {dsn}, {email_url}, {now}, {port} filled in)
+    command = ["{python}", "{app}/server.py"]
+    port = 8080
+    health = "/health"
+    probe = "/repos"
+    env = { APP_DSN = "{dsn}", APP_PORT = "{port}" }
+    [http]   headers = { "X-Actor" = "bot" }       # sent with every tool call
+    [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX)
+    [data]   generator = "data.py"                 # or sql = "seed.sql": the fictional data
+    [openapi] file = "openapi.json"                # or served = "/openapi.json"
+
+Every path is relative: looked up in SOURCE first, then beside the description (for what the
+application does not ship), and confined to that folder (no ``..``, no absolute path, no link out).
+Files are bounded in size and number. The compile never reads anything else of SOURCE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from ._errors import CompileError
+
+DESCRIPTION_FILE = "rehearsal-app.toml"
+"""The description's default name, in SOURCE."""
+MAX_DESCRIPTION_BYTES = 256 * 1024
+"""The largest description read."""
+MAX_APP_FILES = 2_000
+"""Files the application's folder may hold."""
+MAX_APP_BYTES = 64 * 2**20
+"""Bytes the application's folder may hold."""
+MAX_FILE_BYTES = 8 * 2**20
+"""The largest schema, seed or OpenAPI file read."""
+PHASE = "inspect"
+
+
+@dataclass(frozen=True)
+class Located:
+    """One file or folder the description names."""
+
+    name: str
+    """The path as the description wrote it."""
+    path: Path
+    """Where it was found (resolved, inside its root)."""
+    root: str
+    """``source`` or ``description``: which folder it was found in."""
+
+
+def _confined(root: Path, name: object, what: str) -> Path | None:
+    if not isinstance(name, str) or not name or "\x00" in name or Path(name).is_absolute():
+        raise CompileError(PHASE, f"expected {what} as a relative path; got {name!r}. Fix: name it relative to "
+                           "SOURCE (or to the description)")
+    path = (root / name).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise CompileError(PHASE, f"{what} {name!r} resolves outside its folder {root} (through '..' or a link). "
+                           "Fix: keep every file the compile reads inside SOURCE or beside the description")
+    return path if path.exists() else None
+
+
+def locate(source: Path, beside: Path, name: object, what: str, *, folder: bool = False) -> Located:
+    """``name`` found in ``source``, else in ``beside`` (the description's folder); bounded when a file."""
+    for root, label in ((source, "source"), (beside, "description")):
+        path = _confined(root, name, what)
+        if path is None or path.is_dir() != folder:
+            continue
+        if not folder and path.stat().st_size > MAX_FILE_BYTES:
+            raise CompileError(PHASE, f"{what} {name!r} holds {path.stat().st_size:,} bytes; expected at most "
+                               f"{MAX_FILE_BYTES:,}. Fix: give a smaller file")
+        return Located(str(name), path, label)
+    kind = "folder" if folder else "file"
+    raise CompileError(PHASE, f"expected {what} {name!r} as a {kind} in SOURCE {source} or beside the description "
+                       f"{beside}; found none. Fix: correct the path in the description")
+
+
+def app_files(folder: Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of the application's files, bounded; a link out of the folder is refused."""
+    root = folder.resolve()
+    out: dict[str, str] = {}
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.endswith(".pyc"):
+                continue
+            if path.is_symlink() or not path.is_file():
+                raise CompileError(PHASE, f"expected plain files in the application's folder; {path} is a link or "
+                                   "special file. Fix: replace it by the file itself")
+            total += path.stat().st_size
+            if len(out) >= MAX_APP_FILES or total > MAX_APP_BYTES:
+                raise CompileError(PHASE, f"the application's folder {root} holds more than {MAX_APP_FILES:,} files "
+                                   f"or {MAX_APP_BYTES:,} bytes. Fix: point [application] folder at the code only")
+            out[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def read_description(path: Path) -> dict[str, Any]:
+    """The description's TOML, bounded."""
+    if not path.is_file():
+        raise CompileError(PHASE, f"expected a description of how the application runs at {path}; found none. Fix: "
+                           f"write {DESCRIPTION_FILE} in SOURCE or pass --describe FILE")
+    if path.stat().st_size > MAX_DESCRIPTION_BYTES:
+        raise CompileError(PHASE, f"the description {path} holds {path.stat().st_size:,} bytes; expected at most "
+                           f"{MAX_DESCRIPTION_BYTES:,}")
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise CompileError(PHASE, f"the description {path} is not valid TOML ({exc}). Fix: correct it") from None
+
+
+def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
+    """The inspect phase's result (JSON-able): what runs, the files the compile will read, and their hashes."""
+    source = source.resolve()
+    if not source.is_dir():
+        raise CompileError(PHASE, f"expected SOURCE to be the application's folder; {source} is not a folder. Fix: "
+                           "give the folder that holds the application")
+    desc_path = (describe or source / DESCRIPTION_FILE).resolve()
+    raw = read_description(desc_path)
+    beside = desc_path.parent
+    app = raw.get("application")
+    if not isinstance(app, dict) or not isinstance(app.get("command"), list) or not app["command"]:
+        raise CompileError(PHASE, "expected [application] with a command list in the description; found none. Fix: "
+                           'write [application] folder = "app" and command = ["{python}", "{app}/server.py"]')
+    anchor = raw.get("data_anchor", date(2025, 6, 30))
+    if not isinstance(anchor, date):
+        raise CompileError(PHASE, f"expected data_anchor as a bare TOML date; got {anchor!r}")
+    folder = locate(source, beside, app.get("folder", "."), "[application] folder", folder=True)
+    schema = raw.get("schema", {}).get("sql", [])
+    schema = [schema] if isinstance(schema, str) else list(schema)
+    if not schema and (source / "migrations").is_dir():
+        schema = sorted(f"migrations/{p.name}" for p in (source / "migrations").glob("*.sql"))
+    migrations = [locate(source, beside, s, "[schema] sql file") for s in schema]
+    data = raw.get("data", {})
+    seed = None
+    if "generator" in data or "sql" in data:
+        kind = "generator" if "generator" in data else "sql"
+        seed = (kind, locate(source, beside, data[kind], f"[data] {kind}"))
+    openapi = raw.get("openapi", {})
+    doc: Located | None = None
+    if "file" in openapi:
+        doc = locate(source, beside, openapi["file"], "[openapi] file")
+    elif (source / "openapi.json").is_file():
+        doc = locate(source, beside, "openapi.json", "OpenAPI document")
+
+    def shown(loc: Located) -> dict[str, str]:
+        return {"name": loc.name, "root": loc.root, "sha256": hashlib.sha256(loc.path.read_bytes()).hexdigest()}
+
+    return {
+        "source": str(source), "description": str(desc_path),
+        "name": str(raw.get("name", source.name)), "description_text": str(raw.get("description", "")),
+        "data_anchor": anchor.isoformat(), "seed": int(raw.get("seed", 0)),
+        "application": {"folder": folder.name, "root": folder.root, "files": app_files(folder.path),
+                        "command": [str(c) for c in app["command"]], "port": int(app.get("port", 8080)),
+                        "health": str(app.get("health", "/health")), "probe": str(app.get("probe", "/")),
+                        "env": {str(k): str(v) for k, v in dict(app.get("env", {})).items()},
+                        "reset_hook": app.get("reset_hook")},
+        "headers": {str(k): str(v) for k, v in dict(raw.get("http", {}).get("headers", {})).items()},
+        "migrations": [shown(m) for m in migrations],
+        "data": None if seed is None else {"kind": seed[0], **shown(seed[1])},
+        "openapi": {"file": shown(doc)} if doc else ({"served": str(openapi["served"])} if "served" in openapi
+                                                      else None),
+    }
+
+
+def resolve(inspected: dict[str, Any], entry: dict[str, str], *, folder: bool = False) -> Path:
+    """The path of a file the inspect phase located (``entry`` as it recorded it)."""
+    root = Path(inspected["source"] if entry["root"] == "source" else Path(inspected["description"]).parent)
+    return locate(root, root, entry["name"], "a file the inspect phase found", folder=folder).path
