@@ -6,7 +6,8 @@ resource's own answer, an enum value, a value of a field with the argument's nam
 fictional text), the write sent once after a reset, and its effect read back (``._evidence``).
 A write the application refuses, or one that changes nothing, makes no job (it is recorded as
 tried). Each job that remains: the request in words, the reference (read the resource, write,
-finish), goal checks and scope rules from the diff, and wrong solutions from the stress layer:
+finish), goal checks and scope rules from the diff, the hard rules of the description's policies
+(a write that breaks one makes no job either: the next resource is tried), and wrong solutions from the stress layer:
 claim done having done nothing, do only the first write (jobs of two writes), and repeat the
 write, kept only where repeating it ends in another state than the reference's (for a write the
 application refuses to repeat, repeating is not wrong). Jobs of two writes pair two different
@@ -21,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..checks import Check
 from ..worlds import World
 from ._evidence import diff, goal_checks, hard_rules, scope
 from ._explore import Explored, fill_path, resource_of
@@ -98,8 +100,9 @@ class Author:
     """Evidence-based jobs on one running world (see the module docstring)."""
 
     def __init__(self, world: World, runtime: LocalRuntime, ops: Sequence[Mapping[str, Any]], explored: Explored,
-                 headers: Mapping[str, str], seed: int) -> None:
+                 headers: Mapping[str, str], seed: int, policy_rules: Sequence[Mapping[str, Any]] = ()) -> None:
         self.world, self.runtime, self.explored, self.headers, self.seed = world, runtime, explored, headers, seed
+        self.policy_rules = [dict(r) for r in policy_rules]
         self.reads = {o["path"]: o for o in ops if o["method"] == "GET"}
         self.writes = [o for o in ops if o["method"] != "GET"]
         self.tried: list[dict[str, Any]] = []
@@ -129,6 +132,15 @@ class Author:
         statuses = [_send(self.runtime, op, args, self.headers, f"compile-{i}") for i, (op, args) in enumerate(calls)]
         return statuses, diff(self.world, self.runtime)
 
+    def broken(self) -> list[str]:
+        """The policy rules the database breaks now."""
+        out = []
+        for r in self.policy_rules:
+            check = Check(r["name"], r["sql"], r["op"], r["want"], tuple(r.get("params", ())))
+            if not check.compare(self.runtime.check_value(check.sql, check.params)):
+                out.append(r["name"])
+        return out
+
     def _job(self, steps: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], resource: str | None,
              binding: Mapping[str, Any], changed: Any, repeat_differs: bool) -> dict[str, Any]:
         read = self.reads.get(resource or "")
@@ -146,7 +158,8 @@ class Author:
             wrong.append({"name": "wrong:repeat-write", "calls": [*first, *writes, writes[-1], finish]})
         return {"id": job_id, "split": split_of(job_id), "role": ROLE, "category": name, "request": request,
                 "scope": scope(self.world, changed), "goal_checks": goal_checks(self.world, changed),
-                "hard_rules": hard_rules(self.world, changed), "reference": {"calls": [*first, *writes, finish]},
+                "hard_rules": [*self.policy_rules, *hard_rules(self.world, changed)],
+                "reference": {"calls": [*first, *writes, finish]},
                 "wrong": wrong, "origin": "evidence", "evidence": {"changed": changed}}
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -165,9 +178,10 @@ class Author:
                     if kept.get(variant, 0) >= JOBS_PER_WRITE:
                         continue
                     statuses, changed = self._run([(op, args)])
+                    breaks = self.broken()
                     self.tried.append({"tool": op["name"], "args": args, "status": statuses[0],
-                                       "changed": bool(changed)})
-                    if not 200 <= statuses[0] < 300 or not changed:
+                                       "changed": bool(changed), "breaks": breaks})
+                    if not 200 <= statuses[0] < 300 or not changed or breaks:
                         continue
                     _, twice = self._run([(op, args), (op, args)])
                     out.append(self._job([(op, args)], resource, binding, changed, twice != changed))
@@ -199,7 +213,7 @@ class Author:
             for b_args in self._candidates(other, binding, answer)[:4]:
                 a, b = (op, args), (other, b_args)
                 statuses, changed = self._run([a, b])
-                if not all(200 <= s < 300 for s in statuses) or not changed:
+                if not all(200 <= s < 300 for s in statuses) or not changed or self.broken():
                     continue
                 _, first_only = self._run([a])
                 if first_only == changed:

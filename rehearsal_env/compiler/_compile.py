@@ -65,14 +65,15 @@ class _Run:
         migrations = copy_sources(r["inspect"], self.world_dir, "materialize")
         tools = r["adapt"]["tools"] if adapted else ()
         roles = r["adapt"]["roles"] if adapted else ()
-        write_atomic(self.world_dir / "world.toml",
-                     world_toml(r["inspect"], migrations, seeded=seeded, tools=tools, roles=roles))
+        policies = r["adapt"]["policies"] if adapted else ()
+        write_atomic(self.world_dir / "world.toml", world_toml(r["inspect"], migrations, seeded=seeded, tools=tools,
+                                                               roles=roles, policies=policies))
 
     def runtime(self, phase: str, *, verify_reset: bool = True) -> LocalRuntime:
         world = load(self.world_dir, phase)
         local = self.results["plan"]["local"]
         return LocalRuntime(world, self.world_dir / "app", local["command"], local["env"], phase=phase,
-                            verify_reset=verify_reset)
+                            verify_reset=verify_reset, start_timeout_s=local.get("start_timeout_s", 30))
 
     # -- the phases ------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:
@@ -86,7 +87,7 @@ class _Run:
                         "runs as local processes; the world folder runs on the sandbox with --backend docker")
                 if daemon else "no Docker daemon answers here: the application runs as local processes on "
                 "127.0.0.1 with its own PostgreSQL database, without the sandbox's isolation",
-                "local": {"command": app["command"], "env": app["env"]},
+                "local": {"command": app["command"], "env": app["env"], "start_timeout_s": app["start_timeout_s"]},
                 "health": app["health"], "probe": app["probe"], "port": app["port"], "reset_hook": app["reset_hook"]}
 
     def materialize(self) -> dict[str, Any]:
@@ -157,7 +158,10 @@ class _Run:
         acting = ", ".join(f"{k}: {v}" for k, v in headers.items()) or "no identity header"
         roles = [{"name": ROLE, "description": f"Calls every operation of the application ({acting}).",
                   "tools": [t["name"] for t in tools]}]
-        return {"tools": tools, "roles": roles,
+        policies = [{"text": p["text"], "hard_rules": [r["name"] for r in p["rules"]]}
+                    for p in self.results["inspect"]["policies"]]
+        rules = [r for p in self.results["inspect"]["policies"] for r in p["rules"]]
+        return {"tools": tools, "roles": roles, "policies": policies, "policy_rules": rules,
                 "kinds": {t["name"]: t["kind"] for t in tools}}
 
     def author(self) -> dict[str, Any]:
@@ -168,7 +172,7 @@ class _Run:
         seed = int(self.results["inspect"]["seed"])
         with self.runtime("author", verify_reset=False) as rt:
             explored = explore(rt, [o for o in ops if o["method"] == "GET"], headers)
-            author = Author(world, rt, ops, explored, headers, seed)
+            author = Author(world, rt, ops, explored, headers, seed, self.results["adapt"]["policy_rules"])
             jobs = author.jobs()
             model_info: dict[str, Any] | None = None
             if self.model is not None:
@@ -187,7 +191,8 @@ class _Run:
                             _, changed = author._run(writes)
                         except (KeyError, TypeError):
                             changed = {}
-                        job.setdefault("hard_rules", hard_rules(world, changed))
+                        job.setdefault("hard_rules", [*self.results["adapt"]["policy_rules"],
+                                                      *hard_rules(world, changed)])
                     job["wrong"] = [*(job.get("wrong") or []), {"name": "wrong:claim-done", "calls": [
                         {"tool": "finish", "args": {"message": "Done."}}]}]
                 jobs += proposed

@@ -121,11 +121,13 @@ class LocalRuntime:
     dialect: Dialect = "postgres"
 
     def __init__(self, world: World, app_folder: Path, command: Sequence[str], env: Mapping[str, str], *,
-                 phase: str = "materialize", verify_reset: bool = True) -> None:
+                 phase: str = "materialize", verify_reset: bool = True, start_timeout_s: float = START_TIMEOUT_S
+                 ) -> None:
         spec = application_of(world)
         if spec is None:
             raise CompileError(phase, "expected a world with an [application]; found none")
         self.world, self.spec, self.phase, self.verify_reset = world, spec, phase, verify_reset
+        self.start_timeout_s = start_timeout_s
         self.tables = world.tables
         self._procs: list[subprocess.Popen[bytes]] = []
         self._logs = Path(tempfile.mkdtemp(prefix="rehearsal-compile-"))
@@ -183,7 +185,7 @@ class LocalRuntime:
         return " | ".join(text.splitlines()[-3:])[-400:]
 
     def _wait(self, url: str, who: str, proc: subprocess.Popen[bytes], log: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while True:
             if proc.poll() is not None:
                 raise CompileError(self.phase, f"expected {who} to start and answer {url}; it exited with status "

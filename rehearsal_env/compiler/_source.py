@@ -10,13 +10,16 @@ SOURCE or given with ``--describe``::
     folder = "app"                       # ({python}, {app}, {dsn}, {email_url}, {now}, {port} filled in)
     command = ["{python}", "{app}/server.py"]
     port = 8080
-    health = "/health"
+    health = "/health"                   # a GET answering 200 once it is up (within start_timeout_s, default 30)
     probe = "/repos"
     env = { APP_DSN = "{dsn}", APP_PORT = "{port}" }
     [http]   headers = { "X-Actor" = "bot" }       # sent with every tool call
     [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX)
     [data]   generator = "data.py"                 # or sql = "seed.sql": the fictional data
     [openapi] file = "openapi.json"                # or served = "/openapi.json"
+    [[policy]]                                     # a stated policy and the hard rules that enforce it
+    text = "Never merge a pull request labelled do-not-merge."
+    rules = [{ name = "no-do-not-merge-merged", op = "eq", want = 0, sql = "SELECT COUNT(*) FROM ..." }]
 
 Every path is relative: looked up in SOURCE first, then beside the description (for what the
 application does not ship), and confined to that folder (no ``..``, no absolute path, no link out).
@@ -43,6 +46,8 @@ MAX_APP_FILES = 2_000
 """Files the application's folder may hold."""
 MAX_APP_BYTES = 64 * 2**20
 """Bytes the application's folder may hold."""
+MAX_POLICIES = 20
+"""Policies a description may state (each with at most 5 rules)."""
 MAX_FILE_BYTES = 8 * 2**20
 """The largest schema, seed or OpenAPI file read."""
 PHASE = "inspect"
@@ -122,6 +127,13 @@ def read_description(path: Path) -> dict[str, Any]:
         raise CompileError(PHASE, f"the description {path} is not valid TOML ({exc}). Fix: correct it") from None
 
 
+def _bounded(value: object, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise CompileError(PHASE, f"expected [application] {what} as a whole number from {low} to {high}; got "
+                           f"{value!r}")
+    return value
+
+
 def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
     """The inspect phase's result (JSON-able): what runs, the files the compile will read, and their hashes."""
     source = source.resolve()
@@ -156,6 +168,14 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
     elif (source / "openapi.json").is_file():
         doc = locate(source, beside, "openapi.json", "OpenAPI document")
 
+    policies = raw.get("policy", [])
+    if not isinstance(policies, list) or len(policies) > MAX_POLICIES or not all(
+            isinstance(p, dict) and isinstance(p.get("text"), str) and isinstance(p.get("rules", []), list)
+            and len(p.get("rules", [])) <= 5 and all(isinstance(r, dict) and {"name", "sql", "op", "want"} <= set(r)
+                                                      for r in p.get("rules", [])) for p in policies):
+        raise CompileError(PHASE, f"expected at most {MAX_POLICIES} [[policy]] tables, each with text and at most 5 "
+                           "rules {name, sql, op, want}; the description's do not read so. Fix: correct them")
+
     def shown(loc: Located) -> dict[str, str]:
         return {"name": loc.name, "root": loc.root, "sha256": hashlib.sha256(loc.path.read_bytes()).hexdigest()}
 
@@ -167,7 +187,9 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
                         "command": [str(c) for c in app["command"]], "port": int(app.get("port", 8080)),
                         "health": str(app.get("health", "/health")), "probe": str(app.get("probe", "/")),
                         "env": {str(k): str(v) for k, v in dict(app.get("env", {})).items()},
-                        "reset_hook": app.get("reset_hook")},
+                        "reset_hook": app.get("reset_hook"),
+                        "start_timeout_s": _bounded(app.get("start_timeout_s", 30), "start_timeout_s", 1, 300)},
+        "policies": [{"text": p["text"], "rules": [dict(r) for r in p.get("rules", [])]} for p in policies],
         "headers": {str(k): str(v) for k, v in dict(raw.get("http", {}).get("headers", {})).items()},
         "migrations": [shown(m) for m in migrations],
         "data": None if seed is None else {"kind": seed[0], **shown(seed[1])},
