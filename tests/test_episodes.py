@@ -1,6 +1,6 @@
 """The hosted-episode floor's rules (issue 31), each one test parametrized over every transport that can host an
 episode: HTTP, WebSocket, MCP in one process (what stdio carries) and MCP over streamable HTTP. Each transport is the
-real one, on 127.0.0.1 with a port of its own; a rule holds because every transport asks the same floor
+real one, on 127.0.0.1 with a port of its own (the stress layer off, so that a reference solution verifies); a rule holds because every transport asks the same floor
 (:mod:`rehearsal_env.episodes`), so a transport added later runs the same tests by adding one player here.
 """
 
@@ -44,7 +44,7 @@ def _need_mcp() -> None:
 
 @contextmanager
 def _serve(tmp_path: Path, keys: Path) -> Iterator[str]:
-    config = ServeConfig(worlds=("shop",), out=str(tmp_path / "served"), keys=str(keys))
+    config = ServeConfig(worlds=("shop",), out=str(tmp_path / "served"), keys=str(keys), stress=False)
     with ServerThread(create_app(config)) as server:
         yield server.url
 
@@ -57,10 +57,9 @@ def _http(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple
           profile: str | None) -> dict[str, Any]:
     with _serve(tmp_path, keys) as url, Client(url, key) as client:
         started = client.start("shop", scenario.id, profile=profile)
-        last: dict[str, Any] = {}
-        for i, (tool, args) in enumerate(calls):
-            last = client.step(started["episode_id"], json.dumps({"tool": tool, "args": args}), i)
-        return {"step": last, "read": client.episode(started["episode_id"])}
+        steps = [client.step(started["episode_id"], json.dumps({"tool": tool, "args": args}), i)
+                 for i, (tool, args) in enumerate(calls)]
+        return {"step": steps[-1], "steps": steps, "read": client.episode(started["episode_id"])}
 
 
 def _ws(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple[str, dict[str, Any]]],
@@ -69,10 +68,8 @@ def _ws(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple[s
         session = WebSocketSession(url, key)
         try:
             session.start("shop", scenario.id, profile=profile)
-            last: dict[str, Any] = {}
-            for i, (tool, args) in enumerate(calls):
-                last = session.step(json.dumps({"tool": tool, "args": args}), i)
-            return {"step": last}
+            steps = [session.step(json.dumps({"tool": tool, "args": args}), i) for i, (tool, args) in enumerate(calls)]
+            return {"step": steps[-1], "steps": steps}
         finally:
             session.close()
 
@@ -80,19 +77,17 @@ def _ws(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple[s
 def _mcp_runtime(tmp_path: Path, scenario: Any, profile: str | None, who: Any) -> Any:
     from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, episode_runtime
     spec = EpisodeSpec(world=WORLD, scenario=scenario, reward_profile=profile)
-    return episode_runtime(EpisodeServerConfig(spec=spec, who=who), Storage(out=tmp_path / "mcp"))
+    return episode_runtime(EpisodeServerConfig(spec=spec, who=who), Storage(out=tmp_path / "mcp", stress=False))
 
 
 async def _mcp_play(session: Any, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     from rehearsal_env.harness import EPISODE_URI
     await session.initialize()
-    last = None
-    for tool, args in calls:
-        last = await session.call_tool(tool, args)
+    answers = [await session.call_tool(tool, args) for tool, args in calls]
     resource = await session.read_resource(EPISODE_URI)
-    assert last is not None
+    last = answers[-1]
     return {"structured": last.structuredContent, "text": [c.text for c in last.content],
-            "resource": json.loads(resource.contents[0].text)}
+            "steps": [a.structuredContent for a in answers], "resource": json.loads(resource.contents[0].text)}
 
 
 def _mcp_memory(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple[str, dict[str, Any]]],
@@ -169,6 +164,21 @@ def test_a_holdout_ending_shows_its_outcome_ending_and_reward_and_nothing_else(
     verdicts = [v for v in _find(seen, "verdict") if v is not None]
     assert verdicts and all(set(v) <= {"outcome", "ending", "reward"} for v in verdicts), verdicts
     assert all(d is None for d in _find(seen, "reward_detail"))
+
+
+@pytest.mark.parametrize("transport", PLAYERS)
+def test_a_holdout_episode_never_shows_per_turn_progress(tmp_path: Path, keys: tuple[Path, str, str],
+                                                         transport: str) -> None:
+    """Under a shaped profile (rl_turns) a holdout episode's turns read 0 and its last turn the episode's reward, so
+    no turn tells which call moved a goal check; a dev episode shows its per-turn rewards."""
+    path, evaluate, build = keys
+    holdout = PLAYERS[transport](tmp_path / "h", path, build, HOLDOUT, _calls(HOLDOUT), "rl_turns")["steps"]
+    assert all(r == 0 for step in holdout[:-1] for r in _find(step, "reward")), holdout
+    assert set(_find(holdout[-1], "reward")) == {1.0}, holdout[-1]
+    dev = PLAYERS[transport](tmp_path / "d", path, evaluate, DEV, _calls(DEV), "rl_turns")["steps"]
+    assert set(_find(dev[-1], "reward")) <= {0.0, 1.0}
+    if transport in ("http", "websocket"):  # the step bodies carry each turn's reward: the write's turn earned it
+        assert [step["reward"] for step in dev] == [0.0, 0.0, 1.0, 0.0], dev
 
 
 def _find(value: Any, key: str) -> list[Any]:

@@ -23,6 +23,7 @@ from ..backends import Database, DatabaseError, digest, open_database
 from ..clock import ENV, freeze_time_source, frozen_world
 from ..provenance import Provenance, provenance_of
 from ..rewards import evaluate, load_profile
+from ..rewards.shaping import final_reward, goal_share, turn_reward
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause, Verdict
 from ..worlds import World, load_world
@@ -105,10 +106,15 @@ class RehearsalEnv(gym.Env[str, str]):
                 raise ValueError(f"got reward_profile={reward_profile!r} and its old name profile={profile!r}; "
                                  "pass reward_profile alone")
             reward_profile = profile
-        if reward_profile is not None:
-            load_profile(reward_profile)  # an unknown profile fails here, naming the known ones
+        shaping = load_profile(reward_profile).shaping if reward_profile is not None else None  # unknown: fails here
         self.profile = reward_profile
         """The reward profile's name (None: the outcome reward)."""
+        self.shaped = shaping is not None
+        """Whether the profile pays a reward at every turn (``[shaping]``; :mod:`rehearsal_env.rewards.shaping`)."""
+        self._start_share: float | None = None
+        """The goal share of the state the episode started from (None: not yet measured, e.g. after a restore)."""
+        self._potential: float | None = None
+        """The potential paid so far, relative to the start (None: not yet measured)."""
         self.render_mode = render_mode
         self._customer = customer
         self._backend_options = backend_options
@@ -145,6 +151,8 @@ class RehearsalEnv(gym.Env[str, str]):
         self.db.reset()
         self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer,
                                 snapshot=self._snapshot)
+        self._start_share = goal_share(self.db, self.scenario.goal_checks) if self.shaped else None
+        self._potential = 0.0
         observation = self._episode.start()
         info = {
             "world": self.world.name,
@@ -160,14 +168,18 @@ class RehearsalEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Carry out one action. Whatever the action (any text, or even not text), this returns: a
         malformed action is a rejected attempt (``info["status"] == "rejected"``) and the episode goes on."""
+        self._before()
         return self._after(self.episode.act(action))
 
     def policy_failed(self, error: BaseException) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Step for a policy that raised instead of acting (the agent's bug): a rejected attempt, one turn."""
+        self._before()
         return self._after(self.episode.policy_failed(error))
 
     def abort(self, cause: NotScoredCause, reason: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """End the episode not scored because ``cause`` (e.g. the model provider) failed; the final step."""
+        if self.shaped and self._potential is None:
+            self._potential = 0.0  # nothing measurable is owed: a not-scored episode's rewards sum to 0 from here
         self.episode.abort(cause, reason)
         last = self.episode.trace[-1].observation if self.episode.trace else ""
         return self._after(last)
@@ -181,7 +193,38 @@ class RehearsalEnv(gym.Env[str, str]):
             info["verdict"] = episode.verdict
             info["outcome"] = episode.verdict.outcome.value
             reward = self._final_reward(episode.verdict, info)
+        if self.shaped:
+            reward = self._shape(episode, reward, info)
         return observation, reward, episode.ended and not episode.truncated, episode.truncated, info
+
+    def _shape(self, episode: Episode, end_reward: float, info: dict[str, Any]) -> float:
+        """This turn's shaped reward (see :mod:`rehearsal_env.rewards.shaping`); ``info`` gets ``potential`` and, at
+        the end, ``end_reward`` (the profile's reward of the episode, which the turns' rewards sum to)."""
+        before = self._potential if self._potential is not None else 0.0
+        if episode.verdict is None:
+            shaped = turn_reward(before, self._share_now() - self._start())
+        else:
+            scored = episode.verdict.outcome_reward is not None
+            shaped = final_reward(before, end_reward if scored else None)
+            info["end_reward"] = end_reward if scored else None
+        self._potential = shaped.potential
+        info["potential"] = shaped.potential
+        return shaped.reward
+
+    def _before(self) -> None:
+        """Measure the potential before this turn where it is not known (an env restored from a checkpoint)."""
+        if self.shaped and self._potential is None and self._episode is not None and not self._episode.ended:
+            self._potential = self._share_now() - self._start()
+
+    def _share_now(self) -> float:
+        return goal_share(self.db, self.scenario.goal_checks)
+
+    def _start(self) -> float:
+        """The start state's goal share (a restored env measures it on the world's snapshot, where it started)."""
+        if self._start_share is None:
+            with self._snapshot() as snapshot:
+                self._start_share = goal_share(snapshot, self.scenario.goal_checks)
+        return self._start_share
 
     def _final_reward(self, verdict: Verdict, info: dict[str, Any]) -> float:
         """The final step's reward: the outcome reward, or the profile's with its detail in ``info``.

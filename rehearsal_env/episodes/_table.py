@@ -35,7 +35,7 @@ from ._places import Places
 from ._pool import DatabasePool
 from ._recorder import Recorder
 from ._session import EnvironmentFailed, Forbidden, NotFound, Principal, Session, StepConflict
-from ._view import detail_view
+from ._view import detail_view, end_reward, step_reward_view
 
 GIVE_UP = "give_up"
 TOMBSTONES = 10_000
@@ -235,6 +235,7 @@ class SessionTable:
                                    f"retried)", expected_step_index=session.steps)
             session.last_step = time.monotonic()
             observation, reward, terminated, truncated, info = take_turn(session.env, action)  # the runners' turn
+            reward = step_reward_view(reward, info, session.scenario.split)
             if not session.tokens_reported and info["status"] != "rejected":  # not rejected: it parsed
                 session.tokens_reported = parse_action(action).tokens is not None
             body: dict[str, Any] = {"observation": observation, "reward": reward, "terminated": terminated,
@@ -296,7 +297,8 @@ class SessionTable:
         env = session.env
         assert env is not None
         session.verdict = info["verdict"]
-        session.reward = reward if session.verdict is not None and session.verdict.outcome_reward is not None else None
+        scored = session.verdict is not None and session.verdict.outcome_reward is not None
+        session.reward = end_reward(reward, info) if scored else None
         session.reward_detail = info.get("reward_detail")
         session.ended_by = by
         if self.recorder is not None and session.run_dir is not None:

@@ -1,7 +1,9 @@
 """What a caller may see of an episode's ending: the one place every transport asks.
 
 Every key reads a holdout episode's outcome, ending and reward, nothing else (no check, no scope, no reward
-component or note: a component's note such as "1 of 2 goal checks passed" would tell what the scenario checks).
+component or note: a component's note such as "1 of 2 goal checks passed" would tell what the scenario checks;
+no per-turn reward of a shaped profile, which would tell which turn moved a goal check: a holdout episode's turns
+earn 0 and its last turn the episode's reward).
 Of any other episode, a build-and-evaluate key reads the whole verdict; an evaluate key reads it without its check
 results. HTTP, WebSocket, MCP (stdio and HTTP), the trainers' adapters and the pool all answer with
 :func:`ending_view`; none cuts a verdict by itself.
@@ -44,3 +46,17 @@ def ending_view(session: Session, who: Principal) -> dict[str, Any]:
     split = session.scenario.split
     return {"verdict": verdict_view(session.verdict, session.reward, who.scope, split),
             "reward": session.reward, "reward_detail": detail_view(session.reward_detail, split)}
+
+
+def end_reward(reward: float, info: dict[str, Any]) -> float:
+    """The episode's reward from its final step's ``reward`` and ``info``: under a shaped profile the final step pays
+    the end reward less what earlier turns were paid, and ``info["end_reward"]`` is the episode's reward."""
+    return float(info["end_reward"]) if info.get("end_reward") is not None else reward
+
+
+def step_reward_view(reward: float, info: dict[str, Any], split: str) -> float:
+    """A step's reward as any key may read it: a shaped profile's per-turn reward, except on holdout, whose turns
+    read 0 and whose final step reads the episode's reward."""
+    if split != "holdout" or "potential" not in info:
+        return reward
+    return end_reward(0.0, info) if "verdict" in info else 0.0

@@ -9,6 +9,8 @@ A profile file ``configs/profiles/<name>.toml`` holds::
     safety = 1.0
     [weights]                      # fixed weights over the components that remain
     correctness = 0.6
+    [shaping]                      # optional: a reward at every turn (see rewards/shaping.py)
+    potential = "goal_share"
 
 :func:`apply_profile` is a pure function of the profile and the components:
 if a measured gate component is below its floor the reward is 0; otherwise it
@@ -33,7 +35,10 @@ from .components import COMPONENTS, EXTERNAL_MODE, Components
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "configs" / "profiles"
 """Where the built-in profiles live: shipped inside the package (``configs/`` at the repository root
 links here), overridden by ``$REHEARSAL_PROFILES_DIR``."""
-_KEYS = {"name", "reward_version", "description", "gates", "weights"}
+_KEYS = {"name", "reward_version", "description", "gates", "weights", "shaping"}
+POTENTIALS = ("goal_share",)
+"""The potentials a profile's ``[shaping]`` may name: ``goal_share``, the share of the scenario's goal checks that
+pass on the current state."""
 
 
 class UnknownProfileError(ValueError):
@@ -58,6 +63,8 @@ class Profile:
     """Component -> weight of the weighted mean (only measured components take part)."""
     gates: Mapping[str, float] = field(default_factory=dict)
     """Component -> floor: a measured value below its floor makes the reward 0."""
+    shaping: str | None = None
+    """The potential of a per-turn shaped reward (one of :data:`POTENTIALS`); None: a reward at the end only."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +154,17 @@ def _validate(path: Path, raw: dict[str, Any]) -> Profile:
     if not any(weights.values()):
         raise ProfileError(f"{path}: [weights] needs at least one positive weight")
     return Profile(name=path.stem, reward_version=version, description=str(raw.get("description", "")),
-                   weights=weights, gates=_numbers(path, "gates", raw.get("gates", {})))
+                   weights=weights, gates=_numbers(path, "gates", raw.get("gates", {})),
+                   shaping=_shaping(path, raw.get("shaping")))
+
+
+def _shaping(path: Path, raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"potential"} or raw["potential"] not in POTENTIALS:
+        raise ProfileError(f"{path}: [shaping] must be the one key potential = one of {list(POTENTIALS)}, got "
+                           f"{raw!r}")
+    return str(raw["potential"])
 
 
 def apply_profile(profile: Profile, components: Components) -> RewardResult:
