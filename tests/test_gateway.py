@@ -400,3 +400,19 @@ def test_the_tiny_real_model_plays_an_mcp_episode_through_the_gateway(live_serve
     assert {c.name: c.value for c in record.reward_components}["efficiency"] is not None
     assert record.outcome in ("verified", "not_achieved", "rule_violated")  # the model is weak, never the instrument
     assert (record.outcome, record.reward) == pytest.approx(_replayed(record))
+
+
+def test_an_episode_without_a_chosen_link_gets_a_fresh_secret_one(tmp_path: Path) -> None:
+    """The default link is random and shown only in the episode's opening: never the episode id, which records and
+    other keys' reads show, so nobody but the episode's client can log calls under it."""
+    from rehearsal_env.episodes import SessionTable
+    from rehearsal_env.harness import EpisodeSpec, HostedEpisode
+
+    table = SessionTable()
+    try:
+        spec = EpisodeSpec(world=WORLD, scenario=SCENARIO)
+        first, second = (HostedEpisode(table, LOCAL, spec) for _ in range(2))
+        assert first.link != first.id and first.id not in first.link and first.link != second.link
+        assert len(first.link) >= 32 and first.opening()["link"] == first.link
+    finally:
+        table.close()

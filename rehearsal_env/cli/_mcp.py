@@ -51,8 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="seconds without a call before a running episode is settled as given up (default: 300)")
     p.add_argument("--ledger", metavar="DIR", help="the model gateway's ledger (`rehearsal gateway --ledger DIR`): "
                                                    "each step reports the tokens of the model calls made since")
-    p.add_argument("--link", help="the gateway link of the stdio episode (default: its episode id); over HTTP a "
-                                  "session sends it in the X-Rehearsal-Link header or ?link=")
+    p.add_argument("--link", help="the gateway link of the stdio episode (default: a fresh random link, shown in "
+                                  "its opening); over HTTP a session sends it in the X-Rehearsal-Link header or ?link=")
     p.add_argument("--runs-root", default="runs", help="the product tools' runs folder (default: runs)")
     p.set_defaults(handler=handle)
 

@@ -1,12 +1,13 @@
 """The gateway app: an OpenAI-compatible endpoint that forwards to the real provider and logs every call.
 
 A harness uses ``http://GATEWAY/episodes/LINK/v1`` as its model's base URL (or ``/v1`` with the header
-``X-Rehearsal-Link: LINK``); ``LINK`` ties its calls to its episode (``rehearsal mcp --link``, or the
-episode id). ``POST .../chat/completions`` is forwarded to ``UPSTREAM/chat/completions`` as sent (the
-gateway's own ``--api-key-env`` replaces the harness's key when given), streamed back as it arrives,
-and logged in the ledger: usage, latency (and time to the first byte), finish reasons, and the logprobs
-and token ids the provider returned. For a stream the gateway asks the provider for the usage chunk
-(``stream_options.include_usage``) and passes it on only when the harness asked for it too.
+``X-Rehearsal-Link: LINK``); ``LINK`` ties its calls to its episode (``rehearsal mcp --link``, or a fresh
+random one the episode shows its client). ``POST .../chat/completions`` is forwarded to
+``UPSTREAM/chat/completions`` as sent (the gateway's own ``--api-key-env`` replaces the harness's key when
+given), streamed back as it arrives, and logged in the ledger: usage, latency (and time to the first byte),
+finish reasons, and the logprobs and token ids the provider returned. For a stream the gateway asks the
+provider for the usage chunk (``stream_options.include_usage``) and passes it on only when the harness asked
+for it too.
 ``GET .../models`` is forwarded unlogged. A call the provider failed (timeout, broken connection, 408,
 409, 429, 5xx) is answered with the provider's status (502 or 504 when there was none) and logged as
 ``provider_failed``: what decides whether an episode the harness then abandons is ``not_scored``. A stream the

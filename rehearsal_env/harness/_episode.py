@@ -17,6 +17,7 @@ the model provider's failure is the last thing the gateway saw: then it is ``not
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -59,8 +60,11 @@ class HostedEpisode:
         self.table, self.who, self.spec, self.ledger = table, who, spec, ledger
         self.session = table.create(who, spec.world, spec.scenario, seed=spec.seed, profile=spec.reward_profile,
                                     agent=spec.agent, agent_version=spec.agent_version)
-        self.link = check_link(link) if link is not None else self.session.id
-        """The gateway key of this episode's model calls (default: the episode id)."""
+        self.link = check_link(link) if link is not None else f"link_{secrets.token_urlsafe(24)}"
+        """The gateway key of this episode's model calls. The default is a fresh 192-bit secret shown only to the
+        episode's own client (its opening), never the episode id, which records and other keys' reads show: a call
+        logged under a link must come from whoever was handed it. A chosen link (``--link``) is as secret as the
+        operator keeps it."""
         self.counted = 0
         """Gateway calls already reported with a step."""
         self.unmeasured = 0

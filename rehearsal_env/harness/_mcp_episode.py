@@ -71,7 +71,7 @@ class EpisodeServerConfig:
     ledger: Ledger | None = None
     """The gateway's ledger, whose calls are reported as the episode's tokens (None: no gateway)."""
     link: str | None = None
-    """The gateway link of a stdio session's episode (default: the episode id)."""
+    """The gateway link of a stdio session's episode (default: a fresh random secret, shown in its opening)."""
 
 
 MAX_SUBSCRIPTIONS = 32
