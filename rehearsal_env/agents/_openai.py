@@ -53,6 +53,7 @@ from typing import Any
 
 import openai
 
+from ._drain import GATE, Drained, drain, drain_async, probe_body
 from ._profile import AgentProfile
 from ._prompt import given, prompt_tokens, system_prompt, tools_text
 from ._provider import Endpoint, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
@@ -96,6 +97,12 @@ class ModelStats:
     """Each call's wall time (its tries and waits), in order."""
     cut_offs: int = 0
     """Replies the agent cut off (past ``max_tokens`` or ``max_call_s``)."""
+    drained_ms: float = 0.0
+    """Time spent after this episode's cut-off replies waiting for the server to be idle (:mod:`._drain`);
+    never part of ``latency_ms``."""
+    held_ms: float = 0.0
+    """Time this episode's calls waited, before they were sent, while another episode's cut-off reply was
+    drained; never part of ``latency_ms``."""
 
 
 def _dumps(value: Any) -> str:
@@ -110,10 +117,13 @@ def action_text(tool: str, args: Any, tokens: int | None) -> str:
     return json.dumps(action)
 
 
-def dropped_action(kind: str, reply: ModelReply) -> str:
+def dropped_action(kind: str, reply: ModelReply, server: dict[str, Any] | None = None) -> str:
     """The action that stands for a reply with no usable call: the env rejects it (no tool is named ``""``),
-    after counting the reply's usage; its ``args`` record what the model said and why it was dropped."""
+    after counting the reply's usage; its ``args`` record what the model said and why it was dropped, and for a
+    reply the agent cut off, what waiting for the server found (``server``, :mod:`._drain`)."""
     said: dict[str, Any] = {"kind": kind, "text": reply.text[:MAX_RAW]}
+    if server is not None:
+        said["server"] = server
     if reply.calls:
         said["calls"] = [{"name": c["name"][:200], "arguments": c["arguments"][:MAX_RAW]} for c in reply.calls[:8]]
     return action_text("", {"dropped_reply": said}, reply.tokens)
@@ -252,8 +262,9 @@ class Conversation:
                 f"of {context} tokens, so the agent gives up without sending it (a larger context, fewer tools or "
                 "shorter policies would fit)")
 
-    def take(self, reply: ModelReply) -> str:
-        """The first env action of the model's reply (the rest queue up behind it)."""
+    def take(self, reply: ModelReply, server: dict[str, Any] | None = None) -> str:
+        """The first env action of the model's reply (the rest queue up behind it); ``server``: what waiting for
+        the server after a cut-off reply found (recorded in the dropped action)."""
         self._note = None
         tokens = reply.tokens
         if reply.cut is not None or reply.finish_reason == "length":
@@ -261,7 +272,7 @@ class Conversation:
             limit = (f"max_call_s ({self.profile.max_call_s} s)" if kind == CUT_OFF_TIME
                      else f"max_tokens ({self.profile.sampling.max_tokens})")
             return self._drop(kind, reply, f"your last reply ran past {limit} and was cut off, so nothing in it "
-                                           "was run. Reply with one short, complete tool call.")
+                                           "was run. Reply with one short, complete tool call.", server)
         if not reply.choices or (not reply.calls and not reply.text.strip()):
             return self._drop("empty_reply", reply, "your last reply had neither text nor a tool call. Reply with "
                                                     "one tool call.")
@@ -280,10 +291,10 @@ class Conversation:
             self._queue = [_Pending(action_text(tool, args, tokens), None, to_customer=tool == "ask_customer")]
         return self._send(self._queue.pop(0))
 
-    def _drop(self, kind: str, reply: ModelReply, note: str) -> str:
+    def _drop(self, kind: str, reply: ModelReply, note: str, server: dict[str, Any] | None = None) -> str:
         self._note = note
         self._queue = []
-        return self._send(_Pending(dropped_action(kind, reply), None, problem=note, kind=kind))
+        return self._send(_Pending(dropped_action(kind, reply, server), None, problem=note, kind=kind))
 
     def _call(self, call: dict[str, Any], tokens: int | None) -> _Pending:
         call_id, name, raw = call["id"], call["function"]["name"], call["function"]["arguments"]
@@ -362,12 +373,23 @@ class _Agent:
         return {"stream": self.profile.provider.stream, "max_tokens": self.profile.sampling.max_tokens,
                 "max_call_s": self.max_call_s}
 
-    def _spent_time(self, started: float) -> None:
-        self.stats.latency_ms += (time.perf_counter() - started) * 1000
-
-    def _took(self, reply: ModelReply, started: float) -> str:
-        """Count a call that got a reply and turn its reply into the next action."""
+    def _spent_time(self, started: float) -> float:
         elapsed = (time.perf_counter() - started) * 1000
+        self.stats.latency_ms += elapsed
+        return elapsed
+
+    def _probe(self) -> dict[str, Any]:
+        """The drain probe for this episode (its system message, 1 token)."""
+        return probe_body(self.profile.model, self.conversation.system, json.loads(self.profile.provider.extra_body))
+
+    def _drained(self, drained: Drained | None) -> dict[str, Any] | None:
+        if drained is None:
+            return None
+        self.stats.drained_ms += drained.waited_ms
+        return drained.to_dict()
+
+    def _took(self, reply: ModelReply, elapsed: float, server: dict[str, Any] | None = None) -> str:
+        """Count a call that got a reply (it took ``elapsed`` ms) and turn its reply into the next action."""
         self.stats.calls += 1
         self.stats.latencies_ms.append(elapsed)
         self.stats.cut_offs += reply.cut is not None
@@ -375,7 +397,7 @@ class _Agent:
             self.stats.tokens += reply.tokens
         else:
             self.stats.replies_without_usage += 1
-        return self.conversation.take(reply)
+        return self.conversation.take(reply, server)
 
 
 class OpenAIAgent(_Agent):
@@ -401,6 +423,7 @@ class OpenAIAgent(_Agent):
         action = self._before_call(observation, info)
         if action is not None:
             return action
+        self.stats.held_ms += GATE.hold(str(self.client.base_url))  # another episode's cut-off reply drains
         started = time.perf_counter()
         tries = 0
         try:
@@ -415,8 +438,9 @@ class OpenAIAgent(_Agent):
                         return self.conversation.give_up(verdict)
                     time.sleep(verdict)
         finally:
-            self._spent_time(started)
-        return self._took(reply, started)
+            elapsed = self._spent_time(started)
+        drained = drain(self.client, self._probe()) if reply.cut is not None else None
+        return self._took(reply, elapsed, self._drained(drained))
 
 
 def record_fields(agent: object, trace: Sequence[Any]) -> dict[str, Any]:
@@ -468,6 +492,7 @@ class AsyncOpenAIAgent(_Agent):
         action = self._before_call(observation, info)
         if action is not None:
             return action
+        self.stats.held_ms += await GATE.hold_async(str(self.client.base_url))
         started = time.perf_counter()
         tries = 0
         try:
@@ -482,8 +507,9 @@ class AsyncOpenAIAgent(_Agent):
                         return self.conversation.give_up(verdict)
                     await asyncio.sleep(verdict)
         finally:
-            self._spent_time(started)
-        return self._took(reply, started)
+            elapsed = self._spent_time(started)
+        drained = await drain_async(self.client, self._probe()) if reply.cut is not None else None
+        return self._took(reply, elapsed, self._drained(drained))
 
 
 class ModelAgents:

@@ -19,6 +19,11 @@ A request that matches neither is answered HTTP 400 ("no scripted reply left"), 
 a test that runs out of script fails loudly. Every request body is kept in
 :attr:`ModelServer.requests`.
 
+A *probe* (only a system message, no tools, ``max_tokens`` 1: the run's preflight and the drain after a
+cut-off reply, :mod:`._drain`) is answered with one word without taking a scripted reply, unless the next
+scripted reply is an HTTP error (a test of a refusing provider scripts the preflight's answer). Probes are
+kept in :attr:`ModelServer.probes`, not in :attr:`ModelServer.requests`.
+
 A request with ``"stream": true`` is answered as server-sent events, as OpenAI streams: one chunk
 per word of text or about four characters of call arguments, then the finish reason, then (with
 ``stream_options.include_usage``) a usage chunk and ``data: [DONE]``. :meth:`Reply.runaway` is a
@@ -148,16 +153,21 @@ class ModelServer:
         delay_s: Seconds the solver waits before each reply (e.g. 0.2 for the concurrency benchmark).
         tokens: ``usage.total_tokens`` of each solver reply.
         port: The port to listen on (0: a free one).
+        one_at_a_time: Answer one chat request at a time, as llama-cpp-python's server does: a request waits
+            while another is answered, and one whose client left still runs to its end (it cannot cancel).
     """
 
     world: World | str | None = None
     delay_s: float = 0.0
     tokens: int = 100
     port: int = 0
+    one_at_a_time: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Every request body received, in order."""
     authorizations: list[str | None] = field(default_factory=list)
     """Every request's ``Authorization`` header (None: none), in the same order."""
+    probes: list[dict[str, Any]] = field(default_factory=list)
+    """Every probe's body (see the module docstring), in order."""
 
     def __post_init__(self) -> None:
         if isinstance(self.world, str):
@@ -168,6 +178,7 @@ class ModelServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._openings: dict[str, list[Scenario]] | None = None
         self._thread: threading.Thread | None = None
+        self._serial = threading.Lock()
 
     # -- control -------------------------------------------------------------------
     def script(self, model: str, *replies: Reply) -> None:
@@ -211,10 +222,13 @@ class ModelServer:
     def answer(self, body: dict[str, Any], authorization: str | None = None) -> Reply:
         """The reply to one request body (scripted, else solved, else a 400)."""
         with self._lock:
-            self.requests.append(body)
-            self.authorizations.append(authorization)
             model = str(body.get("model"))
             queue = self._queues.get(model)
+            if is_probe(body) and not (queue and queue[0].status != 200):
+                self.probes.append(body)
+                return Reply.text("ok", tokens=1)
+            self.requests.append(body)
+            self.authorizations.append(authorization)
             if queue:
                 return queue.popleft()
         if self.world is not None:
@@ -265,6 +279,13 @@ class ModelServer:
             return sum(any(reply in text for _, reply in s.facts) for text in answers) + 1000 * changed
 
         return max(candidates, key=heard, default=None)
+
+
+def is_probe(body: dict[str, Any]) -> bool:
+    """Whether a request body is a probe: only a system message, no tools, ``max_tokens`` 1."""
+    messages = body.get("messages") or []
+    return (body.get("max_tokens") == 1 and not body.get("tools") and len(messages) == 1
+            and messages[0].get("role") == "system")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -328,6 +349,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "the request body is not JSON", "type": "invalid_request_error"}})
             return
         state = self.server_state
+        if state.one_at_a_time:
+            with state._serial:
+                self._reply(state, body)
+        else:
+            self._reply(state, body)
+
+    def _reply(self, state: ModelServer, body: dict[str, Any]) -> None:
         reply = state.answer(body, self.headers.get("authorization"))
         if body.get("stream") is True and reply.status == 200:
             if reply.delay_s and not reply.endless:

@@ -7,46 +7,43 @@ sets ``handler`` (``args -> exit code``).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from ..backends import DatabaseError
 from ..verdict import NotScoredError
-from . import (
-    _compare,
-    _eval,
-    _gateway,
-    _health,
-    _import,
-    _improve,
-    _keys,
-    _mcp,
-    _profile,
-    _readiness,
-    _replay,
-    _run,
-    _serve,
-    _world,
-)
 
-COMMANDS = (
-    _run, _world, _eval, _health, _readiness, _profile, _serve, _keys, _import,
-    _improve, _mcp, _compare, _gateway, _replay,
-)
+COMMANDS = {
+    "run": "_run", "world": "_world", "eval": "_eval", "health": "_health", "readiness": "_readiness",
+    "profile": "_profile", "serve": "_serve", "keys": "_keys", "import": "_import", "improve": "_improve",
+    "mcp": "_mcp", "compare": "_compare", "gateway": "_gateway", "replay": "_replay", "models": "_local_models",
+}
+"""Each command and the module (in this package) that registers it. A command's module is imported only when
+that command runs (or for the full list: ``--help``), so a quick command does not pay for the heavy ones'
+imports (``rehearsal world list`` loaded SciPy, pandas and the OpenAI SDK before)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of the command ``only`` alone."""
     parser = argparse.ArgumentParser(
         prog="rehearsal", description="Practice worlds for tool-using AI agents: run, inspect, measure.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMANDS:
-        module.register(sub)
+    for command, module in COMMANDS.items():
+        if only is None or command == only:
+            _module(module).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rehearsal`` console script."""
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(given)
     try:
         return int(args.handler(args))
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error

@@ -7,21 +7,24 @@ every record carries its name and version (``agent``, ``agent_version``: ``vN``,
 ``builtin-<package version>`` or ``unregistered-<content hash>``) and its sampling
 parameters. Before a run with a model agent starts, one short request checks that
 the provider knows the model and accepts the key: a 401, 403 or 404 stops it at
-once with what to fix, instead of failing every episode the same way.
+once with what to fix, instead of failing every episode the same way. That request is
+the run's own system message (its first scenario's, which every scenario of the role
+shares) with ``max_tokens`` 1 and no tools: a server's prompt cache then already holds
+the prefix the first episode starts with, instead of a ``ping`` that evicted it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import openai
-
-from ..agents import AgentProfile, Endpoint, ProviderRefused, is_builtin, resolve_agent
-from ..runner import RunConfig, run_profile
-from ..versions import attempt_version, describe_attempt, load_manifest
-from ..worlds import World
+if TYPE_CHECKING:  # the SDK, the runner and the versions load only when a command uses them (`world list` is quick)
+    from ..agents import AgentProfile, Endpoint
+    from ..runner import RunConfig
+    from ..worlds import World
 
 MODEL_DEFAULTS = {"base_url": None, "api_key_env": "OPENAI_API_KEY", "concurrency": 1, "model_timeout": 60.0,
                   "model_retries": 4}
@@ -52,6 +55,8 @@ def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: b
     A resumed run keeps its stored agent profile and customer; its endpoint options may change
     (the model may be served elsewhere now).
     """
+    from ..agents import is_builtin, resolve_agent
+
     if args.concurrency < 1 or args.model_retries < 0 or args.model_timeout <= 0:
         raise ValueError(f"expected --concurrency >= 1, --model-retries >= 0 and --model-timeout > 0, got "
                          f"{args.concurrency}, {args.model_retries} and {args.model_timeout}")
@@ -80,18 +85,43 @@ def preflight(config: RunConfig) -> None:
 
     Anything else (a timeout, a 429, a 5xx, a 400) is left to the episodes, which retry it or record it.
     """
+    from ..runner import run_profile
+
     profile = run_profile(config)
     if profile is None or profile.agent != "openai":
         return
-    _ping(profile, config.endpoint)
+    _ping(profile, config.endpoint, run_system(config, profile))
 
 
-def _ping(profile: AgentProfile, endpoint: Endpoint) -> None:
+def run_system(config: RunConfig, profile: AgentProfile) -> str | None:
+    """The system message the run's first episode sends (None: the run has no episode to plan)."""
+    from ..agents import given_for
+    from ..runner import plan, world_for
+
+    try:
+        world = world_for(config)
+        first = plan(config, world)[0]
+    except (KeyError, ValueError, OSError, IndexError):
+        return None  # the run itself says what is wrong
+    return given_for(profile.instructions, world, world.scenario(first.scenario))["system"][1]
+
+
+def _ping(profile: AgentProfile, endpoint: Endpoint, system: str | None = None) -> None:
+    import openai
+    from openai.types.chat import ChatCompletion
+
+    from ..agents import ProviderRefused
+    from ..agents._drain import probe_body
+
     client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key(), timeout=endpoint.timeout_s,
                            max_retries=0)
+    if system is None:
+        body = {"model": profile.model or "", "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]}
+    else:
+        body = probe_body(profile.model, system, json.loads(profile.provider.extra_body))
     try:
-        client.chat.completions.create(model=profile.model or "", max_tokens=1,
-                                       messages=[{"role": "user", "content": "ping"}])
+        client.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                    options={"security": {"bearer_auth": True}})
     except openai.APITimeoutError:
         pass  # slow, not absent: the episodes retry it
     except openai.APIConnectionError as exc:
@@ -133,6 +163,8 @@ def live_agent(args: argparse.Namespace) -> tuple[AgentProfile, Endpoint] | None
     """
     if not args.live_agent:
         return None
+    from ..agents import Endpoint, is_builtin, resolve_agent
+
     profile = resolve_agent(args.live_agent)
     if is_builtin(profile.agent):
         raise ValueError(f"a live agent is a model: expected --live-agent openai:MODEL or a registered profile, "
@@ -145,6 +177,8 @@ def live_agent(args: argparse.Namespace) -> tuple[AgentProfile, Endpoint] | None
 
 def attempt_live(live: tuple[AgentProfile, Endpoint], world: World, root: str | None) -> None:
     """Let the live agent attempt every scenario in use of ``world``'s published version; print what it found."""
+    from ..versions import attempt_version, describe_attempt, load_manifest
+
     profile, endpoint = live
     manifest = load_manifest(world, root=root)
     assert manifest.path is not None

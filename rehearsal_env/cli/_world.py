@@ -1,4 +1,7 @@
-"""``rehearsal world list|show|build|recheck|withdraw``: describe worlds; publish and recheck versions."""
+"""``rehearsal world list|show|build|recheck|withdraw``: describe worlds; publish and recheck versions.
+
+What only publishing needs (``..versions``, the model options' SDK) is imported by the command that uses it,
+so ``world list`` and ``world show`` stay quick (see ``._world_list``)."""
 
 from __future__ import annotations
 
@@ -7,25 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-from ..versions import (
-    build_and_publish,
-    load_manifest,
-    recheck,
-    render_html,
-    render_markdown,
-    summary_line,
-    withdraw_by_hand,
-)
-from ..worlds import (
-    WorldFolderError,
-    add_world_folder,
-    application_of,
-    load_world,
-    registry_problems,
-    world_names,
-)
+from ..worlds import WorldFolderError, add_world_folder, application_of, load_world
 from . import _compile
-from ._models import add_live_options, attempt_live, live_agent
+from ._models import add_live_options
+from ._world_list import handle_list
 
 VERSIONS_HELP = "published versions folder (default: $REHEARSAL_WORLD_VERSIONS, else $REHEARSAL_HOME/world_versions)"
 
@@ -67,21 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wd.add_argument("--out", metavar="DIR", help=VERSIONS_HELP)
     wd.set_defaults(handler=handle_withdraw)
     _compile.register(wsub)
-
-
-def handle_list(args: argparse.Namespace) -> int:
-    for name in world_names():
-        try:  # one world that cannot load is reported; the others are still listed
-            world = load_world(name)
-            count = len(world.scenarios())
-        except (KeyError, ValueError, OSError, ImportError) as exc:
-            why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-            print(f"{name:<12}    - cannot be loaded: {why}")
-            continue
-        print(f"{name:<12} {count:>4} scenarios  {world.description}")
-    for problem in registry_problems():
-        print(f"rehearsal: warning: {problem}", file=sys.stderr)
-    return 0
 
 
 def handle_add(args: argparse.Namespace) -> int:
@@ -129,6 +102,7 @@ def handle_show(args: argparse.Namespace) -> int:
 
 
 def _write_page(args: argparse.Namespace) -> int:
+    from ..versions import load_manifest, render_html, render_markdown, summary_line
     manifest = load_manifest(args.name, root=args.versions)
     for target, render in ((args.markdown, render_markdown), (args.html, render_html)):
         if not target:
@@ -143,6 +117,8 @@ def _write_page(args: argparse.Namespace) -> int:
 
 
 def handle_build(args: argparse.Namespace) -> int:
+    from ..versions import build_and_publish
+    from ._models import attempt_live, live_agent
     world = load_world(args.name)
     live = live_agent(args)  # checked before the build: a bad profile fails fast
     result = build_and_publish(world, args.out)
@@ -162,6 +138,8 @@ def handle_build(args: argparse.Namespace) -> int:
 
 
 def handle_recheck(args: argparse.Namespace) -> int:
+    from ..versions import recheck, summary_line
+    from ._models import attempt_live, live_agent
     world = load_world(args.name)
     live = live_agent(args)
     result = recheck(world, args.out)
@@ -176,6 +154,7 @@ def handle_recheck(args: argparse.Namespace) -> int:
 
 
 def handle_withdraw(args: argparse.Namespace) -> int:
+    from ..versions import summary_line, withdraw_by_hand
     manifest = withdraw_by_hand(load_world(args.name), args.scenario, args.reason, args.out)
     print(f"world {args.name} {manifest.version.id}: withdrew {args.scenario}; {summary_line(manifest)}")
     return 0

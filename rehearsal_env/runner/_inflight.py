@@ -93,11 +93,14 @@ class InFlight:
         self.agents: ModelAgents = run.model_agents
         self._slots = [_Slot(run) for _ in range(run.config.concurrency)]
 
-    def play_batch(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
-        """Every episode of ``specs``, as records in that order."""
-        return asyncio.run(self._play_all(list(specs)))
+    def play_batch(self, specs: Sequence[EpisodeSpec],
+                   on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
+        """Every episode of ``specs``, as records in that order; ``on_record`` is given each record as its
+        episode ends."""
+        return asyncio.run(self._play_all(list(specs), on_record))
 
-    async def _play_all(self, specs: list[EpisodeSpec]) -> list[EpisodeRecord]:
+    async def _play_all(self, specs: list[EpisodeSpec],
+                        on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
         client = self.agents.endpoint.async_client()  # one per loop: an async client belongs to its loop
         records: list[EpisodeRecord | None] = [None] * len(specs)
         queue: asyncio.Queue[int] = asyncio.Queue()
@@ -108,6 +111,8 @@ class InFlight:
             while not queue.empty():
                 i = queue.get_nowait()
                 record = records[i] = await self._play(slot, specs[i], client)
+                if on_record is not None:
+                    on_record(record)
                 if record.not_scored_cause in (NotScoredCause.DATABASE.value, NotScoredCause.SANDBOX.value):
                     await slot.run(slot.reopen)  # the next episode gets a working database, as serially
 

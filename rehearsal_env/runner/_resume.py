@@ -128,7 +128,7 @@ def start_run(config: RunConfig, out: Path, *, resume: bool = False,
         if not todo:
             continue
         part = index
-        if index in existing:  # a part file never holds part of a batch; kept safe all the same
+        if index in existing:  # the batch was partly written (a stopped run, ._flush): the rest in a new part
             part, spare = spare, spare + 1
         pending.append(Batch(index, part, todo))
     previous = tuple(done[(s.scenario, s.repeat)] for s in specs if (s.scenario, s.repeat) in done)

@@ -4,6 +4,8 @@ The shared plan lives in :mod:`._plan`, playing an episode in :mod:`._play`;
 this module is only the serial loop. The run holds the directory's lock
 (:mod:`._lock`) throughout; a database that fails and cannot be reopened stops
 the run with a summary of what was recorded (:class:`~._resume.RunStopped`).
+Records are written as episodes end, at most ``flush_s`` seconds late (:mod:`._flush`), so a run stopped
+in the middle of a slow batch can be measured as far as it went.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..records import EpisodeRecord, write_part
+from ..records import EpisodeRecord, next_part
 from ._checkpoints import clear_checkpoints
+from ._flush import FLUSH_S, PartFlusher
 from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._progress import Progress
@@ -24,12 +27,13 @@ from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
 def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory | None = None,
         on_batch: Callable[[list[EpisodeRecord]], None] | None = None, resume: bool = False,
-        progress: bool = False, recovery_s: float = RECOVERY_S) -> dict[str, Any]:
+        progress: bool = False, recovery_s: float = RECOVERY_S, flush_s: float = FLUSH_S) -> dict[str, Any]:
     """Run serially in this process, write records and ``summary.json`` to ``out_dir``; return the summary.
 
     ``resume`` continues the run in ``out_dir`` (its ``run.json``), playing only unrecorded episodes;
     ``progress`` draws a progress line on a terminal's stderr; ``recovery_s``: how long to try reopening
-    a failed database before the run stops.
+    a failed database before the run stops; ``flush_s``: the longest a finished episode's record waits before
+    it is written (:mod:`._flush`).
 
     Raises:
         RunLocked: another run holds ``out_dir``.
@@ -44,17 +48,22 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
             clear_checkpoints(config.checkpoints)  # a previous run's, in the same folder
         bar = Progress(len(state.specs), done=state.recorded, enabled=progress)
         played: list[SummaryRow] = []
+        planned = max([-(-len(state.specs) // state.config.batch_size), *(b.part + 1 for b in state.pending)])
+
+        def spare() -> int:  # a part number no batch of the plan uses, after every part written
+            return max(planned, next_part(out))
+
         bar.start()
         try:
             for batch in state.pending:
+                parts = PartFlusher(out, batch.specs, batch.part, spare, flush_s)
                 try:
-                    done = worker.play_batch(batch.specs)
+                    done = worker.play_batch(batch.specs, parts.add)
                 except DatabaseUnavailable as exc:
-                    if exc.records:
-                        write_part(out, exc.records, batch.part)
-                        played.extend(summary_row(r) for r in exc.records)
+                    parts.finish(exc.records)
+                    played.extend(summary_row(r) for r in exc.records)
                     stop_run(state, out, played, exc)
-                write_part(out, done, batch.part)
+                parts.finish(done)
                 played.extend(summary_row(r) for r in done)
                 bar.update([r.outcome for r in done])
                 if on_batch:

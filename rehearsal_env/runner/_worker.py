@@ -17,7 +17,7 @@ writes ``summary.json`` for what was recorded, and ``--resume`` finishes it
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..backends import Database, DatabaseError, open_database
 from ..env import RehearsalEnv
@@ -95,12 +95,13 @@ class EpisodeWorker:
             self.recover(record)
         return record
 
-    def play_batch(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
+    def play_batch(self, specs: Sequence[EpisodeSpec],
+                   on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
         """Episodes in order, as records (on :class:`DatabaseUnavailable`, those played so far are its
-        ``records``)."""
+        ``records``); ``on_record`` is given each record as its episode ends."""
         inflight = self._inflight()
         if inflight is not None:
-            return inflight.play_batch(specs)
+            return inflight.play_batch(specs, on_record)
         done: list[EpisodeRecord] = []
         for spec in specs:
             try:
@@ -108,6 +109,8 @@ class EpisodeWorker:
             except DatabaseUnavailable as exc:
                 exc.records = [*done, *exc.records]
                 raise
+            if on_record is not None:
+                on_record(done[-1])
         return done
 
     def recover(self, failed: EpisodeRecord | None = None) -> None:
