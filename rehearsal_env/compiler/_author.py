@@ -30,7 +30,7 @@ from ._runtime import LocalRuntime
 
 ROLE = "operator"
 """The role every compiled tool belongs to (the description's headers say who it acts as)."""
-TRIES_PER_WRITE = 12
+TRIES_PER_WRITE = 48
 """Resources tried per write operation."""
 JOBS_PER_WRITE = 5
 """Jobs kept per write operation (and enum value)."""

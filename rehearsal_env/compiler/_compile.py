@@ -270,7 +270,7 @@ def compile_world(source: str | Path, out: str | Path, *, describe: str | Path |
         if done is not None:
             run.results[phase] = done
             skipped.append(phase)
-            previous = run.store.result_digest(phase)
+            previous = sha(previous + run.store.result_digest(phase))
         else:
             try:
                 result = getattr(run, phase)()
@@ -279,8 +279,8 @@ def compile_world(source: str | Path, out: str | Path, *, describe: str | Path |
             except Exception as exc:  # a defect of the application or of its description, named by phase
                 raise CompileError(phase, f"expected the phase to finish; it raised {type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0][:300] if str(exc) else ''}") from exc
-            run.results[phase] = result
-            previous = run.store.save(phase, inputs, result)
+            run.results[phase] = json.loads(canonical(result))  # as a resumed compile reads it back: same order
+            previous = sha(previous + run.store.save(phase, inputs, result))  # every earlier result: a chain
         seconds[phase] = time.perf_counter() - started
         run.store.record_time(phase, seconds[phase], done is not None)
         if progress is not None:

@@ -46,8 +46,8 @@ def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict
     inspected = results["inspect"]
     lines = [f"# {inspected['name']}: compiled\n",
              f"Compiled by `rehearsal world compile` from `{Path(inspected['source']).name}` "
-             f"({len(inspected['application']['files'])} application files). Runtime: "
-             f"{results['plan']['runtime']} ({results['plan']['why']}).\n",
+             f"({len(inspected['application']['files'])} application files), run as "
+             f"{results['plan']['runtime']} (see .compile/02-plan.json).\n",
              f"**{len(kept)} jobs validated** over {len({j['category'] for j in kept})} kinds of work; "
              f"{len(out)} kept out.\n", "| split | jobs |", "|---|---|"]
     counts = Counter(j["split"] for j in kept)

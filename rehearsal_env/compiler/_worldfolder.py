@@ -20,6 +20,10 @@ from . import _toml
 from ._errors import CompileError
 from ._source import resolve
 
+ROLE_KEYS = ("name", "description", "tools")
+POLICY_KEYS = ("text", "hard_rules")
+TOOL_KEYS = ("name", "kind", "type", "description", "method", "path", "query", "body", "args")
+"""The keys of world.toml's tables, in the order a person reads them."""
 WORLD_DIR = "world"
 """The world folder's name inside the compile folder."""
 
@@ -57,11 +61,17 @@ def copy_sources(inspected: dict[str, Any], world_dir: Path, phase: str) -> list
 def world_toml(inspected: dict[str, Any], migrations: Sequence[str], *, seeded: bool,
                tools: Sequence[Mapping[str, Any]] = (), roles: Sequence[Mapping[str, Any]] = (),
                policies: Sequence[Mapping[str, Any]] = ()) -> str:
-    """The text of world.toml."""
+    """The text of world.toml.
+
+    Before the seed phase the world is named ``bare-<name>``: the PostgreSQL backend keeps one template per world
+    name on its private server and drops the others, while a process remembers the templates it built, so the
+    unseeded and the seeded world must not share a name (a second compile in one process would ask for a dropped
+    template)."""
     app = inspected["application"]
     port = int(app["port"])
     parts = ["# Written by `rehearsal world compile` (see .compile/ beside this folder for each phase's evidence).\n",
-             _toml.top({"name": inspected["name"], "description": inspected["description_text"] or inspected["name"],
+             _toml.top({"name": inspected["name"] if seeded else f"bare-{inspected['name']}"[:63],
+                        "description": inspected["description_text"] or inspected["name"],
                         "data_anchor": date.fromisoformat(inspected["data_anchor"]), "seed": inspected["seed"],
                         "suite_version": "1"}),
              "\n", _toml.table("schema", {"sql": list(migrations)})]
@@ -73,12 +83,10 @@ def world_toml(inspected: dict[str, Any], migrations: Sequence[str], *, seeded: 
         "env": {k: docker_form(v, port) for k, v in app["env"].items()}}))
     if inspected["headers"]:
         parts.append(_toml.table("http", {"headers": inspected["headers"]}))
-    for role in roles:
-        parts.append("\n" + _toml.table("role", role, array=True))
-    for policy in policies:
-        parts.append("\n" + _toml.table("policy", policy, array=True))
-    for tool in tools:
-        parts.append("\n" + _toml.table("tool", tool, array=True))
+    for header, items, keys in (("role", roles, ROLE_KEYS), ("policy", policies, POLICY_KEYS),
+                                 ("tool", tools, TOOL_KEYS)):
+        for item in items:
+            parts.append("\n" + _toml.table(header, {k: item[k] for k in keys if k in item}, array=True))
     return "".join(parts)
 
 
