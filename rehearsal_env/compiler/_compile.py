@@ -18,7 +18,7 @@ from typing import Any
 from .._atomic import write_atomic
 from ..identity import world_version
 from . import _toml
-from ._author import ROLE, Author
+from ._author import ROLE, Author, split_of
 from ._errors import CompileError
 from ._evidence import app_tables, hard_rules
 from ._explore import explore
@@ -183,6 +183,7 @@ class _Run:
                 for job in proposed:
                     job.setdefault("role", ROLE)
                     job.setdefault("category", "model")
+                    job["split"] = split_of(str(job.get("id")))
                     calls = (job.get("reference") or {}).get("calls") or []
                     writes = [(by_name[c["tool"]], c.get("args") or {}) for c in calls if isinstance(c, dict)
                               and c.get("tool") in by_name and by_name[c["tool"]]["method"] != "GET"]

@@ -34,6 +34,8 @@ from ._runtime import LocalRuntime
 
 Repairer = Callable[[Sequence[tuple[dict[str, Any], str]]], list[dict[str, Any]]]
 """Failing model jobs with their reasons -> the model's repaired jobs."""
+REPAIRABLE = ("request", "reference", "goal_checks", "wrong")
+"""What a model's repair may change of its job (its id, split, role and evidence-derived hard rules stay)."""
 BUILTIN = frozenset({"finish", "give_up", "ask_customer", "retry_operation"})
 
 
@@ -188,5 +190,5 @@ def validate_all(world: World, jobs: Sequence[dict[str, Any]], db: LocalRuntime,
                 out.append({"id": job["id"], "origin": "model", "reason": reason + " (the model did not repair it)",
                             "repair_rounds": round_ + 1})
             else:
-                pending.append({**again, "id": job["id"], "origin": "model", "split": job.get("split", "train")})
+                pending.append({**job, **{k: v for k, v in again.items() if k in REPAIRABLE}})
     return {"kept": sorted(kept, key=lambda j: j["id"]), "kept_out": sorted(out, key=lambda j: j["id"])}

@@ -197,8 +197,9 @@ class LocalRuntime:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise CompileError(self.phase, f"expected {who} to answer 200 at {url} within {START_TIMEOUT_S:.0f}s;"
-                                   f" it never became healthy ({self._log(log) or 'no output'}). Fix: check its "
+                raise CompileError(self.phase, f"expected {who} to answer 200 at {url} within "
+                                   f"{self.start_timeout_s:.0f}s; it never became healthy "
+                                   f"({self._log(log) or 'no output'}). Fix: check its "
                                    "health path and port")
             time.sleep(0.05)
 

@@ -1,0 +1,106 @@
+"""The world compiler with a model (the project's scripted OpenAI-protocol server, over real HTTP and the openai
+SDK): unfair proposals are kept out with the right reason, a repairable one is repaired, garbage is one error.
+
+The reviews application runs as local processes on a private PostgreSQL server (skipped without it, see
+tests/test_compiler.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_compiler import DESCRIBE, REVIEWS, _require, app_processes
+
+from rehearsal_env.agents.testing import ModelServer, Reply
+from rehearsal_env.compiler import CompileError, ModelConfig, compile_world
+from rehearsal_env.worlds import load_world_folder
+
+
+def job(job_id: str, request: str, calls: list[dict[str, Any]], check: dict[str, Any]) -> dict[str, Any]:
+    return {"id": job_id, "request": request, "reference": {"calls": calls}, "goal_checks": [check]}
+
+
+def call(tool: str, **args: Any) -> dict[str, Any]:
+    return {"tool": tool, "args": args}
+
+
+def state_is(pr_id: int, state: str) -> dict[str, Any]:
+    return {"name": f"pull request {pr_id} is {state}", "sql": "SELECT state FROM pull_requests WHERE id = ?",
+            "params": [pr_id], "op": "eq", "want": state}
+
+
+CLOSE = [call("get_pull_request", repo="beacon", number=4), call("close_pull_request", repo="beacon", number=4)]
+PROPOSALS = {"jobs": [
+    job("count-users", "Please make sure we have users.", [call("list_repositories")],
+        {"name": "there are users", "sql": "SELECT COUNT(*) FROM users", "op": "ge", "want": 1}),
+    job("merge-closed", "Please merge pull request #7 in atlas.", [call("merge_pull_request", repo="atlas", number=7)],
+        state_is(7, "merged")),
+    job("comment-unreachable", "Please comment 'Nice work' on the pull request about caching.",
+        [call("post_comment", repo="atlas", number=3, body="Nice work")],
+        {"name": "the comment is there", "sql": "SELECT COUNT(*) FROM comments WHERE pull_request_id = ? AND body = ?",
+         "params": [3, "Nice work"], "op": "eq", "want": 1}),
+    job("two-statements", "Please close pull request #10 in dune.",
+        [call("close_pull_request", repo="dune", number=10)],
+        {"name": "closed", "sql": "SELECT COUNT(*) FROM comments; SELECT 1", "op": "eq", "want": 1}),
+    job("close-beacon-4", "Please close pull request #4 in beacon.", CLOSE, state_is(16, "merged")),
+]}
+REPAIRED = {"jobs": [job("close-beacon-4", "Please close pull request #4 in beacon.", CLOSE, state_is(16, "closed"))]}
+
+
+@pytest.fixture(scope="module")
+def with_model(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    _require()
+    out = tmp_path_factory.mktemp("model") / "reviews"
+    with ModelServer() as server:
+        server.script("compiler", Reply.text("Here are the jobs:\n```json\n" + json.dumps(PROPOSALS) + "\n```"),
+                      Reply.text(json.dumps(REPAIRED)))
+        result = compile_world(REVIEWS, out, describe=DESCRIBE,
+                               model=ModelConfig("compiler", server.base_url, seed=7), repairs=2)
+        requests = list(server.requests)
+    return result, requests, out
+
+
+def test_unfair_proposals_are_kept_out_with_the_right_reason(with_model: Any) -> None:
+    result, _, out = with_model
+    kept_out = {j["id"]: j["reason"] for j in result.phases["validate"]["kept_out"]}
+    assert kept_out["count-users"].startswith("the checks do not fail when nothing is done"), kept_out
+    assert kept_out["merge-closed"].startswith("the reference solution does not pass"), kept_out
+    assert kept_out["comment-unreachable"].startswith("a needed fact is not reachable: the job needs repo='atlas'")
+    assert kept_out["two-statements"].startswith("malformed: check 'closed' is refused"), kept_out
+    assert "(the model did not repair it)" in kept_out["count-users"]
+    page = (out / "world" / "COMPILE.md").read_text()
+    assert all(f"`{name}`" in page for name in kept_out)
+
+
+def test_a_repairable_proposal_is_repaired_and_kept(with_model: Any) -> None:
+    result, requests, out = with_model
+    kept = {j["id"]: j for j in result.phases["validate"]["kept"]}
+    assert kept["close-beacon-4"]["origin"] == "model" and kept["close-beacon-4"]["repair_rounds"] == 1
+    assert len(requests) == 2  # the proposals, then one repair round with every refused job and its reason
+    refused = json.loads(requests[1]["messages"][1]["content"])["refused"]
+    assert {r["job"]["id"] for r in refused} == {"count-users", "merge-closed", "comment-unreachable",
+                                                 "close-beacon-4"}
+    world = load_world_folder(out / "world")
+    assert "close-beacon-4" in {s.id for s in world.scenarios()}
+    author = result.phases["author"]["model"]
+    assert author["prompt_version"] == "compile-author/1" and author["seed"] == 7 and author["proposed"] == 5
+    assert result.summary["from_model"] == 1
+
+
+def test_a_model_answering_garbage_is_one_error_and_keeps_the_phases_done(with_model: Any, tmp_path: Path) -> None:
+    _, _, out = with_model
+    again = tmp_path / "garbage"
+    shutil.copytree(out, again)
+    with ModelServer() as server:
+        server.script("other", Reply.text("I'm sorry, I can't write jobs."))
+        with pytest.raises(CompileError) as caught:
+            compile_world(REVIEWS, again, describe=DESCRIBE, model=ModelConfig("other", server.base_url))
+    message = str(caught.value)
+    assert message.startswith("compile phase author: expected the model to answer a JSON object")
+    assert "\n" not in message
+    assert (again / ".compile" / "06-adapt.json").is_file()
+    assert not app_processes(again)
