@@ -130,3 +130,56 @@ def test_a_killed_compile_leaves_nothing_running_and_resumes(compiled: Any, tmp_
     result = compile_world(REVIEWS, out, describe=DESCRIBE)
     assert {"plan", "materialize", "discover", "seed", "adapt"} <= set(result.skipped)
     assert result.summary["world_version"] == compiled.summary["world_version"]
+
+
+# --- bad input: one line naming the phase, nothing left running, the phases done so far kept ---------------------
+def _source(tmp_path: Path, edit: Any = None) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(REVIEWS / "app", src / "app")
+    shutil.copy(REVIEWS / "data.py", src / "data.py")
+    for name in ("schema.sql", "openapi.json"):
+        shutil.copy(DESCRIBE.parent / name, src / name)
+    text = DESCRIBE.read_text()
+    (src / "rehearsal-app.toml").write_text(edit(text) if edit else text)
+    return src
+
+
+BAD = {
+    "exits": (lambda t: t.replace('command = ["{python}", "{app}/server.py"]',
+                                  'command = ["{python}", "-c", "import sys; sys.exit(3)"]'),
+              None, "materialize", "exited with status 3"),
+    "never-healthy": (lambda t: t.replace('health = "/health"', 'health = "/nope"\nstart_timeout_s = 2'),
+                      None, "materialize", "never became healthy"),
+    "malformed-openapi": (None, "{not json", "discover", "expected the OpenAPI document as JSON"),
+    "huge-openapi": (None, json.dumps({"paths": {}, "pad": "x" * 3_000_000}), "discover", "at most 2,097,152 bytes"),
+    "no-database": (lambda t: t.replace('sql = ["schema.sql"]', ""), None, "discover",
+                    "expected the application's tables in its database"),
+    "path-out": (lambda t: t.replace('folder = "app"', 'folder = "../../etc"'), None, "inspect",
+                 "resolves outside its folder"),
+    "no-command": (lambda t: t.replace('command = ["{python}", "{app}/server.py"]', ""), None, "inspect",
+                   "expected [application] with a command"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_naming_the_phase(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                ) -> None:
+    from rehearsal_env.cli import main
+
+    if case not in ("path-out", "no-command"):
+        _require()
+    edit, openapi, phase, words = BAD[case]
+    src = _source(tmp_path, edit)
+    if openapi is not None:
+        (src / "openapi.json").write_text(openapi)
+    out = tmp_path / "out"
+    assert main(["world", "compile", str(src), "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()  # progress lines, then the error on one line
+    errors = [line for line in lines if line.startswith("rehearsal: error")]
+    assert errors == lines[-1:] and errors[0].startswith(f"rehearsal: error: compile phase {phase}: "), lines
+    assert words in errors[0], errors
+    assert not app_processes(out)
+    done = PHASES[:PHASES.index(phase)]
+    assert all((out / ".compile" / f"{PHASES.index(p) + 1:02d}-{p}.json").is_file() for p in done)
+    with pytest.raises(CompileError):  # the same error from the API, as a CompileError
+        compile_world(src, out)
