@@ -162,3 +162,18 @@ def test_64_concurrent_sessions_each_end_with_the_right_verdict(server: ServerTh
         assert texts == observations, (scenario_id, agent)
         assert last.done and last.observation.verdict["outcome"] == verdict.outcome.value, (scenario_id, agent)
         assert last.reward == reward
+
+
+def test_a_shaped_profile_gives_each_step_its_turns_reward_but_not_on_holdout(tmp_path: Path) -> None:
+    world = rehearsal_env.load_world("shop")
+
+    async def rewards(url: str, scenario_id: str) -> list[float | None]:
+        calls = [{"tool": c.tool, "args": dict(c.args)} for c in world.scenario(scenario_id).reference.calls]
+        async with RehearsalClient(base_url=url, message_timeout_s=120) as env:
+            await env.reset(scenario=scenario_id, seed=0)
+            return [(await env.step(CallToolAction(tool_name=c["tool"], arguments=c["args"]))).reward for c in calls]
+
+    holdout = next(s.id for s in world.scenarios("holdout") if s.id.startswith("change-address"))
+    with ServerThread(make_app("shop", split=None, profile="rl_turns", stress=False, out=str(tmp_path))) as running:
+        assert asyncio.run(rewards(running.url, "change-address-0001")) == [0.0, 0.0, 1.0, 0.0]  # sums to 1
+        assert asyncio.run(rewards(running.url, holdout)) == [0.0, 0.0, 0.0, 1.0]

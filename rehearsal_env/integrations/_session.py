@@ -77,6 +77,14 @@ class Session:
         self._hosted: Hosted | None = None
         self.env: RehearsalEnv | None = None
         """The env of the current episode (None before :meth:`start`); it stays readable after the episode ended."""
+        self.last_reward = 0.0
+        """The last step's reward as the floor shows it: a shaped profile's per-turn reward (``rl_turns``; 0 on a
+        holdout episode's turns), the end of the episode's on its last step."""
+
+    @property
+    def shaped(self) -> bool:
+        """Whether the profile pays a reward at every turn (``rl_turns``)."""
+        return self.env is not None and self.env.shaped
 
     @property
     def info(self) -> dict[str, Any]:
@@ -96,7 +104,7 @@ class Session:
             self._table.end(self._hosted, "replaced")
         self._hosted = self._table.create(TRAINER, self.world, chosen, seed=seed, profile=self.profile,
                                           agent=self.agent, agent_version=self.agent_version)
-        self.env = self._hosted.env
+        self.env, self.last_reward = self._hosted.env, 0.0
         return self._hosted.opening
 
     def _session(self) -> Hosted:
@@ -125,7 +133,9 @@ class Session:
         body: dict[str, Any] = {"tool": tool, "args": dict(args) if isinstance(args, Mapping) else args}
         if tokens is not None:
             body["usage"] = {"tokens": tokens}
-        return str(self._table.step(session, session.steps, json.dumps(body, default=str))["observation"])
+        answer = self._table.step(session, session.steps, json.dumps(body, default=str))
+        self.last_reward = float(answer["reward"])
+        return str(answer["observation"])
 
     def settle(self) -> Verdict:
         """The verdict, ending a running episode first with ``give_up`` (:data:`~._prompt.STOPPED_REASON`)."""

@@ -13,8 +13,10 @@ All database work of one environment runs on its own single thread (the server c
 ``reset`` on a session thread and tools on its event loop), so the event loop never waits
 for a query and a session's database is used from one thread at a time.
 
-The final step's observation has ``done`` and ``reward`` (the profile's; None when not
-scored), and ``verdict`` as :func:`~rehearsal_env.episodes.ending_view` shows it (a holdout
+Under a shaped profile (``rl_turns``) every step's ``reward`` is that turn's, as the Gymnasium env gives it (they
+sum to the episode's reward; a holdout episode's turns read 0 and its last the episode's reward). Otherwise the
+final step's observation has ``reward``, the episode's under the profile (None when not scored). The final step has
+``done`` and ``verdict`` as :func:`~rehearsal_env.episodes.ending_view` shows it (a holdout
 episode's outcome, ending and reward only; which the improvement of an agent must never read).
 Every episode is recorded, sealed, into ``OUT/<world>-<profile>/`` (``make_app(out=...)``,
 default ``runs/openenv``).
@@ -121,9 +123,12 @@ class WorldEnvironment(MCPEnvironment):
         content = getattr(result, "content", None) or []
         text = next((c.text for c in content if getattr(c, "type", None) == "text"), "")
         view = self.session.ending()["verdict"] if self.session.ended else None
+        if self.session.shaped:  # each turn's reward, as the Gymnasium env gives it: they sum to the episode's
+            reward: float | None = self.session.last_reward
+        else:
+            reward = view["reward"] if view is not None else None
         return RehearsalToolObservation(tool_name=observation.tool_name, result=result, error=observation.error,
-                                        text=text, verdict=view, done=view is not None,
-                                        reward=view["reward"] if view is not None else None)
+                                        text=text, verdict=view, done=view is not None, reward=reward)
 
     def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         return self._terminal(super().step(action, timeout_s=timeout_s, **kwargs))
