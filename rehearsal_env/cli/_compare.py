@@ -13,12 +13,15 @@ from ..measure import (
     BUDGET_MULTIPLE,
     DESIGN_REPEATS,
     DIFFERENCE,
+    NOT_DECIDED,
     SEQUENTIAL_FILE,
     SEQUENTIAL_METHOD,
     SEQUENTIAL_REFERENCE,
     Look,
+    SequentialResult,
     compare_sequentially,
 )
+from ..records import read_records
 from ..runner import RunConfig
 from ..worlds import backend_for, load_world
 from ._models import add_model_options, with_model_options
@@ -56,10 +59,31 @@ def _floor(look: Look) -> str:
     return "unknown (every pair so far a tie)" if look.floor is None else f"{look.floor:.3f}"
 
 
+def _bounds(look: Look) -> str:
+    """The two extremes of the not-scored pairs, printed beside the interval of the scored ones ('' when none)."""
+    if look.worst is None or look.best is None:
+        return ""
+    (we, wl, wh, wd), (be, bl, bh, bd) = look.worst, look.best
+    return (f"; {look.not_scored_pairs} pair(s) with a not-scored episode: as failures of A {we:+.3f} "
+            f"[{wl:+.3f}, {wh:+.3f}]{' ' + wd if wd else ''}, as successes of A {be:+.3f} [{bl:+.3f}, {bh:+.3f}]"
+            f"{' ' + bd if bd else ''}")
+
+
 def _line(look: Look, episodes: int) -> str:
     return (f"  {episodes:>5} episodes each, {look.pairs:>5} pairs: A - B = {look.estimate:+.3f}, anytime-valid 95% "
-            f"[{look.low:+.3f}, {look.high:+.3f}], floor {_floor(look)}, e-value {look.e_value:.3g}"
+            f"[{look.low:+.3f}, {look.high:+.3f}], floor {_floor(look)}, e-value {look.e_value:.3g}{_bounds(look)}"
             + (f"  => {look.decision}" if look.decision else ""))
+
+
+def _causes(result: SequentialResult) -> str:
+    """Cause -> not-scored episodes of both runs, from their records."""
+    counts: dict[str, int] = {}
+    for run in (result.run_a, result.run_b):
+        for r in read_records(run):
+            if r.outcome == "not_scored":
+                cause = str(getattr(r, "not_scored_cause", None) or "unknown")
+                counts[cause] = counts.get(cause, 0) + 1
+    return ", ".join(f"{c} {k}" for c, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -87,6 +111,11 @@ def handle(args: argparse.Namespace) -> int:
         print(f"decided after {result.episodes} of {result.budget} episodes each: {hi}'s verified rate is higher "
               f"than {lo}'s (A - B = {final.estimate:+.3f}, anytime-valid 95% interval "
               f"[{final.low:+.3f}, {final.high:+.3f}])")
+    elif result.decision == NOT_DECIDED:
+        print(f"not decided: {result.left_out} pair(s) with an episode not scored ({_causes(result)}); counted as "
+              f"the worst and as the best outcome for A they decide differently{_bounds(final)}. The scored pairs "
+              f"alone: A - B = {final.estimate:+.3f}, anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}]"
+              "; fix the failing part and compare again")
     elif result.decision == BUDGET:
         print(f"budget spent ({result.budget} episodes each) without a decision: A - B = {final.estimate:+.3f}, "
               f"anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}]; neither a difference nor one "

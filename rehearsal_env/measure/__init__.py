@@ -18,6 +18,7 @@ from typing import Any
 from ._compare import BELOW_FLOOR, Comparison, MetricComparison, ProvenanceMismatch, Reproducibility, compare
 from ._cost import CostReport, Prices, cost_report, pareto_front, parse_prices, ratio_estimate
 from ._coverage import KNOWN, Cell, CoverageStudy, FloorCheck, coverage_study, format_coverage
+from ._decision import A_HIGHER, B_HIGHER, DISAGREE, NO_DIFFERENCE, NOT_DECIDED, Extremes, Procedure
 from ._floor import MIN_SCENARIOS, Z80, Floor, observed_floor, run_floor
 from ._format import format_comparison, format_report, to_json
 from ._intervals import (
@@ -80,6 +81,13 @@ def plot_cost_reliability(reports: list[AgentReport], path: str | Path) -> Path:
 
 
 __all__ = [
+    "A_HIGHER",
+    "B_HIGHER",
+    "DISAGREE",
+    "NO_DIFFERENCE",
+    "NOT_DECIDED",
+    "Extremes",
+    "Procedure",
     "CategoryComparison",
     "CategoryRate",
     "CostReport",

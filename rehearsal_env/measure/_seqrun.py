@@ -9,8 +9,11 @@ repeats; round r is repeat r, reset with seed ``config.seed + r`` as in any run.
 the same (scenario, repeat) pairs in both runs. ``rehearsal run --resume DIR`` would play the rest of the
 budget as a fixed design; the marker then no longer describes the run (measure says so).
 
-A pair whose episode is not scored in either run is left out of the decision (and counted); so is a pair with an
+A pair whose episode is not scored in either run is left out of the interval (and counted); so is a pair with an
 episode that is not a root episode (a fork or restore, never evidence about the agent; counted apart as ``not_root``).
+Not-scored episodes cannot steer the decision: it is taken only when the pairs with every not-scored episode a
+failure of A and a success of B, and with the reverse, both reach it (:func:`._sequential.bounded_look`); a budget
+spent while they disagree ends ``not decided``.
 """
 
 from __future__ import annotations
@@ -35,16 +38,21 @@ from ._sequential import (
     BUDGET_MULTIPLE,
     DESIGN_REPEATS,
     METHOD,
+    NOT_DECIDED,
     REFERENCE,
     Look,
     SequentialResult,
-    looks,
+    bounded_look,
     play_order,
 )
 
 
 def _verified(record: EpisodeRecord) -> float | None:
     return None if record.outcome == "not_scored" else float(record.outcome == "verified")
+
+
+def _filled(value: float | None, fill: float) -> float:
+    return fill if value is None else value
 
 
 def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Path, *,
@@ -91,6 +99,8 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
     design_pairs = n * design_repeats
     records: tuple[list[EpisodeRecord], list[EpisodeRecord]] = ([], [])
     diffs: list[float] = []
+    worst: list[float] = []  # every pair, not-scored episodes as failures of A and successes of B
+    best: list[float] = []  # the reverse
     shown: list[Look] = []
     left_out = not_root = 0
     decision = BUDGET
@@ -110,12 +120,15 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
                     va, vb = _verified(ra), _verified(rb)
                     if not (ra.is_root and rb.is_root):
                         not_root += 1
-                    elif va is None or vb is None:
-                        left_out += 1
                     else:
-                        diffs.append(va - vb)
+                        worst.append(_filled(va, 0.0) - _filled(vb, 1.0))
+                        best.append(_filled(va, 1.0) - _filled(vb, 0.0))
+                        if va is None or vb is None:
+                            left_out += 1
+                        else:
+                            diffs.append(va - vb)
                 if diffs:
-                    look = looks(np.array(diffs), [len(diffs)], design_pairs, floor)[0]
+                    look = bounded_look(np.array(diffs), np.array(worst), np.array(best), design_pairs, floor)
                     shown.append(look)
                     if on_look is not None:
                         on_look(look, start + len(specs))
@@ -125,6 +138,9 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
         finally:
             for db in dbs:
                 db.close()
+        if decision == BUDGET and shown and shown[-1].not_scored_pairs and any(
+                x is not None and x[3] is not None for x in (shown[-1].worst, shown[-1].best)):
+            decision = NOT_DECIDED
         result = SequentialResult(
             run_a=str(dirs[0]), run_b=str(dirs[1]), agent_a=config_a.agent, agent_b=config_b.agent, scenarios=n,
             budget=budget, episodes=len(records[0]), pairs=len(diffs), left_out=left_out, decision=decision,

@@ -61,6 +61,9 @@ WITHIN_FLOOR = "within the floor"
 """Stopped: the anytime-valid interval lies inside (-floor, +floor)."""
 BUDGET = "budget"
 """Stopped: the episode budget is spent before a decision."""
+NOT_DECIDED = "not decided"
+"""Budget spent while the not-scored episodes, counted as the worst and as the best outcome for A, decided
+differently: the not-scored episodes alone stood between the comparison and a decision."""
 DESIGN_REPEATS = 3
 """K of the fixed design a sequential comparison replaces (every scenario K times): the floor's design."""
 BUDGET_MULTIPLE = 2
@@ -135,7 +138,15 @@ class Look:
     """The floor the decision uses at this look (given, or estimated from the pairs so far); None while every
     pair so far is a tie: no disagreement observed gives an unknown floor, not a small one."""
     decision: str | None
-    """``difference``, ``within the floor``, or None (go on)."""
+    """``difference``, ``within the floor``, or None (go on). With pairs left out because an episode was not
+    scored, only a decision both extremes (``worst``, ``best``) reach, in the same direction."""
+    not_scored_pairs: int = 0
+    """Pairs so far with an episode not scored (left out of ``estimate``, ``low`` and ``high``)."""
+    worst: tuple[float, float, float, str | None] | None = None
+    """(A - B, low, high, decision) with every not-scored episode a failure of A and a success of B; None when
+    every pair so far was scored."""
+    best: tuple[float, float, float, str | None] | None = None
+    """The same with every not-scored episode a success of A and a failure of B."""
 
 
 def interval(x: np.ndarray, lam: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
@@ -201,6 +212,30 @@ def looks(d: np.ndarray, ends: list[int], design_pairs: float, floor: float | No
     return out
 
 
+def bounded_look(d: np.ndarray, worst: np.ndarray, best: np.ndarray, design_pairs: float,
+                 floor: float | None = None, alpha: float = ALPHA) -> Look:
+    """The look after every pair so far: the interval of the scored pairs ``d`` (in play order), deciding only what
+    the pairs with not-scored episodes counted as the worst (``worst``: every pair, those episodes failures of A and
+    successes of B) and as the best outcome for A (``best``) both decide, in the same direction.
+
+    When every pair was scored, ``worst`` and ``best`` equal ``d`` and this is :func:`looks` at the last pair. The
+    extremes are what a model endpoint that fails exactly the episodes its agent is losing cannot move: one of them
+    is the honest run's sequence."""
+    d, worst, best = (np.asarray(v, dtype=float) for v in (d, worst, best))
+    if not len(d):
+        raise ValueError("expected at least one pair scored in both runs; every pair so far has a not-scored episode")
+    honest = looks(d, [len(d)], design_pairs, floor, alpha)[0]
+    gone = len(worst) - len(d)
+    if gone == 0:
+        return honest
+    w, b = (looks(v, [len(v)], design_pairs, floor, alpha)[0] for v in (worst, best))
+    same = w.decision == b.decision and (w.decision != DIFFERENCE or (w.low > 0) == (b.low > 0))
+    return Look(pairs=honest.pairs, estimate=honest.estimate, low=honest.low, high=honest.high,
+                e_value=honest.e_value, floor=honest.floor, decision=w.decision if same else None,
+                not_scored_pairs=gone, worst=(w.estimate, w.low, w.high, w.decision),
+                best=(b.estimate, b.low, b.high, b.decision))
+
+
 def _variance(x: np.ndarray) -> float:
     """The WSR variance estimate after all of ``x`` (the one the next bet would use)."""
     return float(predictable_variance(np.append(x, 0.5))[0, -1])
@@ -229,7 +264,8 @@ class SequentialResult:
     left_out: int
     """Pairs left out because an episode was not scored."""
     decision: str
-    """``difference``, ``within the floor`` or ``budget``."""
+    """``difference``, ``within the floor``, ``budget``, or ``not decided`` (the budget spent while the not-scored
+    episodes counted either way decided differently)."""
     looks: tuple[Look, ...]
     """The interval and decision after every batch."""
     floor_given: float | None
