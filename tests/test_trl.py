@@ -17,6 +17,7 @@ import pytest
 import rehearsal_env
 from rehearsal_env.agents import make_agent
 from rehearsal_env.integrations import STOPPED_REASON
+from rehearsal_env.integrations._prompt import tool_text
 from rehearsal_env.integrations.trl import (
     ToolEnvironment,
     dataset_rows,
@@ -96,7 +97,7 @@ def test_dataset_rows_carry_the_scenario_the_seed_and_a_prompt_reset_completes()
     row = rows[1]
     assert row["seed"] == 1 and row["split"] == "dev"
     system, user = row["prompt"]
-    assert system["role"] == "system" and f"scenario {row['scenario']} of world shop" in system["content"]
+    assert system["role"] == "system" and "You work in world shop, as the role support_agent." in system["content"]
     assert "Read the order first." in system["content"] and user == {"role": "user", "content": ""}
     env = environment_class(world, "dev")()
     opening = env.reset(**row)  # TRL passes the whole row, prompt included
@@ -171,7 +172,7 @@ def test_a_full_rollout_gives_the_gymnasium_verdict_and_reward(case: int) -> Non
     actions = _gym_actions(scenario_id, agent)
     gym_obs, gym_verdict, gym_reward = _gym(scenario_id, actions)
     trl_obs, trl_verdict, trl_reward = _trl(scenario_id, actions)
-    assert trl_obs == gym_obs
+    assert trl_obs == [tool_text(o) for o in gym_obs]  # each observation as the openai agent shows it
     assert trl_verdict == gym_verdict
     assert trl_reward == gym_reward
     if agent == "reference":
@@ -187,7 +188,7 @@ def test_a_model_that_stops_early_is_settled_as_the_gymnasium_env_with_give_up(c
     gym_obs, gym_verdict, gym_reward = _gym(
         scenario_id, cut + [json.dumps({"tool": "give_up", "args": {"reason": STOPPED_REASON}})])
     trl_obs, trl_verdict, trl_reward = _trl(scenario_id, cut)
-    assert trl_obs == gym_obs[: len(cut)]
+    assert trl_obs == [tool_text(o) for o in gym_obs[: len(cut)]]
     assert trl_verdict == gym_verdict and trl_verdict.ending.value == "gave_up"
     assert trl_reward == gym_reward
 
@@ -204,13 +205,13 @@ def test_what_the_model_sends_is_judged_by_the_env_and_calls_after_the_end_do_no
     env: Any = environment_class("shop", "train")()
     env.reset(scenario="refund-item-0001")
     wrong_type = json.loads(env.get_order(order_id="3294"))
-    assert wrong_type["tool_result"]["status"] == "rejected" and "must be integer" in wrong_type["tool_result"]["error"]
+    assert wrong_type["status"] == "rejected" and "must be integer" in wrong_type["error"]
     extra = json.loads(env.get_order(order_id=3294, verbose=True))
-    assert extra["tool_result"]["status"] == "rejected" and "unknown argument" in extra["tool_result"]["error"]
+    assert extra["status"] == "rejected" and "unknown argument" in extra["error"]
     missing = json.loads(env.get_order())
-    assert missing["tool_result"]["status"] == "rejected"
+    assert missing["status"] == "rejected"
     store_credit = json.loads(env.issue_store_credit(customer_id=518, amount_cents=100, reason="sorry"))
-    assert "not available to role 'support_agent'" in store_credit["tool_result"]["error"]
+    assert "not available to role 'support_agent'" in store_credit["error"]
     env.finish(message="Done.")
     after = json.loads(env.get_order(order_id=3294))
     assert after["status"] == "not_run"
@@ -272,3 +273,40 @@ def test_an_unrecorded_class_writes_nothing(tmp_path: Path) -> None:
     env.get_reward()
     env._close()
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_trl_rollout_reads_byte_for_byte_what_the_openai_agent_sends() -> None:
+    """The same episode played by the openai agent (against the scripted OpenAI-protocol server) and through the
+    TRL class with the same calls: the system message, the customer's opening, every tool message and the tools'
+    schemas are the same text."""
+    from rehearsal_env.agents import AgentProfile, Endpoint, OpenAIAgent
+    from rehearsal_env.agents.testing import ModelServer
+    from rehearsal_env.env import RehearsalEnv
+    from rehearsal_env.runner import run_episode
+
+    world = load_world("shop")
+    scenario = world.scenario("refund-item-0001")
+    profile = AgentProfile(name="t", model="solver", instructions="Read the order first.")
+    with ModelServer(world=world) as server:
+        agent = OpenAIAgent(profile, Endpoint(base_url=server.base_url, timeout_s=5.0, max_retries=0),
+                            max_customer_contacts=scenario.max_customer_contacts)
+        env = RehearsalEnv(scenario, world, stress=False)
+        try:
+            run_episode(env, agent)
+        finally:
+            env.close()
+    sent = agent.conversation.messages
+    calls = [c for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
+    assert len(calls) >= 3
+
+    row = next(r for r in dataset_rows(world, "train", instructions="Read the order first.")
+               if r["scenario"] == scenario.id)
+    trl: Any = environment_class(world, "train", stress=False, out=None)()
+    opening = trl.reset(**row)
+    answers = [getattr(trl, c["function"]["name"])(**json.loads(c["function"]["arguments"])) for c in calls]
+    trl._close()
+    assert row["prompt"][0] == sent[0] and sent[0]["role"] == "system"
+    assert sent[1] == {"role": "user", "content": opening}
+    tool_messages = [m["content"] for m in sent if m["role"] == "tool"]
+    assert tool_messages == answers[:len(tool_messages)] and len(tool_messages) >= len(calls) - 1
+    assert agent.conversation.tools == [t.schema() for t in world.tools_for(scenario.role).values()]

@@ -34,7 +34,7 @@ from trl.chat_template_utils import add_response_schema, parse_response, qwen3_c
 
 import measure
 import rehearsal_env
-from rehearsal_env.integrations import STOPPED_REASON, opening_text, system_prompt
+from rehearsal_env.integrations import STOPPED_REASON, opening_text, system_prompt, tool_text
 from rehearsal_env.integrations.trl import dataset, environment_class
 from rehearsal_env.runner import RunConfig, run
 
@@ -128,7 +128,7 @@ class ModelPolicy:
         if len(self.messages) == 1:
             self.messages.append({"role": "user", "content": opening_text(observation)})
         else:
-            self.messages.append({"role": "tool", "content": observation})
+            self.messages.append({"role": "tool", "content": tool_text(observation)})  # as TRL's rollouts read it
         if not self.pending:
             self.pending = self._ask(info["tools"])
         if not self.pending:

@@ -31,7 +31,7 @@ from ._profile import (
     parse_profile,
     resolve_agent,
 )
-from ._prompt import given_for, prompt_size, prompt_tokens, store_given, system_prompt
+from ._prompt import given_for, prompt_size, prompt_tokens, store_given, system_prompt, tool_content
 from ._provider import Endpoint, ProviderError, ProviderRefused
 from ._scripted import BUILTIN_AGENTS, NullAgent, Policy, ScriptedAgent, make_agent
 
@@ -70,6 +70,7 @@ __all__ = [
     "resolve_agent",
     "store_given",
     "system_prompt",
+    "tool_content",
 ]
 
 

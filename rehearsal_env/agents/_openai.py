@@ -55,7 +55,7 @@ import openai
 
 from ._drain import GATE, Drained, drain, drain_async, probe_body
 from ._profile import AgentProfile
-from ._prompt import given, prompt_tokens, system_prompt, tools_text
+from ._prompt import given, prompt_tokens, system_prompt, tool_content, tools_text
 from ._provider import Endpoint, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
 from ._reply import CUT_OFF_TIME, CUT_OFF_TOKENS, ModelReply, complete, complete_async
 
@@ -217,8 +217,7 @@ class Conversation:
             return
         if sent.problem is not None:
             body = {"status": body.get("status", "rejected"), "problem": sent.problem, "environment": body}
-        body["turns_left"] = turns_left
-        self.messages.append({"role": "tool", "tool_call_id": sent.call_id, "content": _dumps(body)})
+        self.messages.append({"role": "tool", "tool_call_id": sent.call_id, "content": tool_content(body, turns_left)})
 
     def _send(self, pending: _Pending) -> str:
         self._sent = pending

@@ -60,6 +60,16 @@ def system_prompt(instructions: str, info: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def tool_content(result: Mapping[str, Any] | None, turns_left: Any) -> str:
+    """The tool message a model reads for a call's result (the observation's ``tool_result``): the result without
+    its tool name, and the turns left, as canonical JSON. The ``openai`` agent and the trainers' adapters (TRL)
+    both show a result this way, so a policy trains on the text it is evaluated on."""
+    body = dict(result or {})
+    body.pop("tool", None)
+    body["turns_left"] = turns_left
+    return json.dumps(body, sort_keys=True, default=str)
+
+
 def tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
     """The tools offered, as canonical JSON text (what :func:`content_hash` of the tools hashes)."""
     return json.dumps(list(tools), sort_keys=True, separators=(",", ":"))

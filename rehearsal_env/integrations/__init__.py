@@ -17,7 +17,7 @@ env's observation, and the verdict and reward are the ones the Gymnasium env giv
 for the same actions.
 """
 
-from ._prompt import STOPPED_REASON, opening_text, system_prompt
+from ._prompt import STOPPED_REASON, opening_text, system_prompt, tool_text
 from ._session import ENDED, Session, tool_sets
 
-__all__ = ["ENDED", "STOPPED_REASON", "Session", "opening_text", "system_prompt", "tool_sets"]
+__all__ = ["ENDED", "STOPPED_REASON", "Session", "opening_text", "system_prompt", "tool_sets", "tool_text"]

@@ -9,9 +9,11 @@ then tools, then ``get_reward``).
 
 Here ``reset(scenario=..., seed=...)`` starts that scenario on the instance's own
 database (opened once, reset per episode) and returns the customer's opening words;
-each tool call is one env step and returns the env's observation (JSON text), so the
-customer's later messages (a change of request, a repeat) come back inside tool results
-under ``"messages"``. The rollout ends when the model stops calling tools, so
+each tool call is one env step and returns the tool message the ``openai`` agent would
+read for it (:func:`~rehearsal_env.agents.tool_content`: the result and the turns left), so
+a policy trains on the text it is evaluated on; the customer's later messages (a change of
+request, a repeat) come back inside tool results under ``"messages"``. The dataset's system
+message is the agent's too. The rollout ends when the model stops calling tools, so
 ``get_reward`` settles the verdict itself: an episode still running ends with
 ``give_up`` (``STOPPED_REASON``). It returns the reward under the class's profile, or
 None for an episode that was not scored (the environment failed): TRL leaves a None
@@ -34,7 +36,7 @@ from ...scenarios import Scenario, Split
 from ...tools import Tool
 from ...verdict import Verdict
 from ...worlds import World, load_world
-from .._prompt import opening_text
+from .._prompt import opening_text, tool_text
 from .._session import Session, tool_sets
 from ._methods import tool_method
 
@@ -91,7 +93,7 @@ class ToolEnvironment:
         return self._session.reward
 
     def _call(self, tool: str, arguments: dict[str, Any]) -> str:
-        return self._session.call(tool, arguments)
+        return tool_text(self._session.call(tool, arguments))
 
     @property
     def verdict(self) -> Verdict | None:

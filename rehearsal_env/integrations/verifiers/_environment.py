@@ -33,6 +33,7 @@ import verifiers as vf
 from datasets import Dataset
 from verifiers.types import Messages, State, ToolMessage, UserMessage
 
+from ...agents import tool_content
 from ...scenarios import Scenario, Split
 from ...worlds import World, load_world
 from .._prompt import system_prompt
@@ -71,10 +72,10 @@ def _tokens(state: State) -> int | None:
 def _tool_body(observation: str) -> tuple[str, list[str]]:
     """The tool message (the result, as the openai agent shows it) and the customer messages of an observation."""
     obs = json.loads(observation)
-    body = dict(obs.get("tool_result") or {"status": obs.get("status"), "error": obs.get("error")})
-    body.pop("tool", None)
-    body["turns_left"] = obs.get("turns_left")
-    return json.dumps(body, sort_keys=True, default=str), [str(m) for m in obs.get("messages") or ()]
+    if "tool_result" not in obs and "turns_left" not in obs:  # a call after the end
+        return tool_content(obs, None), []
+    body = obs.get("tool_result") or {"status": obs.get("status"), "error": obs.get("error")}
+    return tool_content(body, obs.get("turns_left")), [str(m) for m in obs.get("messages") or ()]
 
 
 class RehearsalVerifiersEnv(vf.MultiTurnEnv):

@@ -39,7 +39,7 @@ from pydantic import Field
 
 from ...episodes import Principal, Recorder, Scope, Session, SessionTable, ending_view
 from ...worlds import load_world
-from .._prompt import STOPPED_REASON
+from .._prompt import STOPPED_REASON, tool_text
 
 AGENT = "verifiers-v1"
 """The agent name on the records unless the config names another."""
@@ -95,17 +95,6 @@ class RehearsalState(vf.State):  # type: ignore[misc]
     """Calls with usage already reported with a step (written by the tool server)."""
     reported_tokens: int = 0
     """Tokens already reported with a step."""
-
-
-def _tool_text(body: dict[str, Any]) -> str:
-    """The tool message of a step: the tool result as the ``openai`` agent shows it, and the customer's messages."""
-    obs = json.loads(body["observation"])
-    shown = dict(obs.get("tool_result") or {"status": body["status"], "error": obs.get("error")})
-    shown.pop("tool", None)
-    shown["turns_left"] = obs.get("turns_left")
-    if obs.get("messages"):
-        shown["messages"] = [str(m) for m in obs["messages"]]
-    return json.dumps(shown, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _result(text: str, is_error: bool) -> CallToolResult:
@@ -168,7 +157,7 @@ class RehearsalToolset(vf.Toolset[RehearsalToolsetConfig, RehearsalState]):  # t
             action = json.dumps({"tool": name, "args": arguments, **self._usage()}, default=str)
             body = await asyncio.to_thread(self.table.step, session, session.steps, action)
             self._sync(session)
-        return _result(_tool_text(body), body["status"] in ("rejected", "error", "not_run"))
+        return _result(tool_text(body["observation"]), body["status"] in ("rejected", "error", "not_run"))
 
     def _usage(self) -> dict[str, Any]:
         """The tokens of the model calls since the last step (none when no new call reported usage)."""
