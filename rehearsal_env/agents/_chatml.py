@@ -8,9 +8,10 @@ on its own:
   as one JSON line inside ``<tools>`` in the system turn, *after* the system message's text, so every
   request of a run shares the system text as its first tokens (the server's prompt cache keeps it);
 - **tool results**: each ``role: "tool"`` message is a ``<tool_response>`` block in a user turn (consecutive
-  results share one turn), the Hermes/Qwen convention SmolLM2 and Qwen models were tuned on;
-- **the model's own calls**: an assistant message's ``tool_calls`` as ``<tool_call>`` blocks, arguments as a
-  JSON object;
+  results share one turn);
+- **the model's own calls**: an assistant message's ``tool_calls`` as one ``<tool_call>[...]</tool_call>``
+  block, a JSON list of ``{"name", "arguments"}`` (SmolLM2's function-calling format; a single object is
+  read too, as Qwen and Hermes models write it);
 - **text as sent**: nothing is HTML-escaped, and non-ASCII stays as it is (``ensure_ascii=False``).
 """
 
@@ -26,13 +27,11 @@ CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 MAX_CALLS = 16
 """Most tool calls taken from one reply (the rest of the text stays content)."""
-TOOLS_PREAMBLE = (
-    "# Tools\n\nYou may call one or more functions to do the task. The functions are described in JSON "
-    "inside <tools></tools>:\n<tools>\n")
+TOOLS_PREAMBLE = "# Tools\n\nYou have access to the following tools:\n<tools>[\n"
 TOOLS_POSTAMBLE = (
-    "\n</tools>\n\nTo call a function, reply with a JSON object holding its name and arguments inside "
-    "<tool_call></tool_call> tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
-    "</tool_call>\nThe result comes back inside <tool_response></tool_response> tags.")
+    "\n]</tools>\n\nTo call tools, reply with only this, and no other text:\n<tool_call>[\n"
+    "{\"name\": <tool-name>, \"arguments\": <arguments-json-object>}\n"
+    "]</tool_call>\nEach tool's result comes back inside <tool_response></tool_response> tags.")
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
@@ -55,7 +54,7 @@ def tools_block(tools: list[dict[str, Any]]) -> str:
     """The tool list as the system turn ends with it (empty for no tools)."""
     if not tools:
         return ""
-    return TOOLS_PREAMBLE + "\n".join(_json(t.get("function", t)) for t in tools) + TOOLS_POSTAMBLE
+    return TOOLS_PREAMBLE + ",\n".join(_json(t.get("function", t)) for t in tools) + TOOLS_POSTAMBLE
 
 
 def _arguments(raw: Any) -> Any:
@@ -69,11 +68,12 @@ def _arguments(raw: Any) -> Any:
 
 
 def _assistant(message: dict[str, Any]) -> str:
+    calls = [{"name": (c.get("function") or {}).get("name"),
+              "arguments": _arguments((c.get("function") or {}).get("arguments"))}
+             for c in message.get("tool_calls") or ()]
     parts = [_text(message.get("content"))]
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        parts.append(f"{CALL_OPEN}\n{_json({'name': fn.get('name'), 'arguments': _arguments(fn.get('arguments'))})}"
-                     f"\n{CALL_CLOSE}")
+    if calls:
+        parts.append(CALL_OPEN + "[\n" + ",\n".join(_json(c) for c in calls) + "\n]" + CALL_CLOSE)
     return "\n".join(p for p in parts if p)
 
 
@@ -104,23 +104,31 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = 
     return out + (f"{START}assistant\n" if add_generation_prompt else "")
 
 
+def _called(body: Any) -> list[dict[str, Any]] | None:
+    """The calls in one ``<tool_call>`` block's JSON: a list of ``{"name", "arguments"}`` or one of them."""
+    items = body if isinstance(body, list) else [body]
+    if not items or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items):
+        return None
+    return items
+
+
 def parse_reply(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """``(content, tool_calls)`` of a generated reply: each well-formed ``<tool_call>`` block holding
-    ``{"name": str, "arguments": object}`` is an OpenAI tool call; everything else (a malformed block
-    included) is content, so the agent sees what the model wrote."""
+    """``(content, tool_calls)`` of a generated reply: each well-formed ``<tool_call>`` block holding a list of
+    ``{"name": str, "arguments": object}`` (or one of them) gives OpenAI tool calls; everything else (a
+    malformed block included) is content, so the agent sees what the model wrote."""
     calls: list[dict[str, Any]] = []
     rest: list[str] = []
     last = 0
     for match in _CALL.finditer(text):
         try:
-            body = json.loads(match[1])
+            found = _called(json.loads(match[1]))
         except ValueError:
             continue
-        if not (isinstance(body, dict) and isinstance(body.get("name"), str)) or len(calls) >= MAX_CALLS:
+        if found is None or len(calls) + len(found) > MAX_CALLS:
             continue
-        arguments = body.get("arguments", {})
-        calls.append({"id": f"call_{len(calls)}", "type": "function",
-                      "function": {"name": body["name"], "arguments": _json(arguments)}})
+        for body in found:
+            calls.append({"id": f"call_{len(calls)}", "type": "function",
+                          "function": {"name": body["name"], "arguments": _json(body.get("arguments", {}))}})
         rest.append(text[last:match.start()])
         last = match.end()
     rest.append(text[last:])

@@ -13,7 +13,8 @@ The chat format :data:`FORMAT` is registered with llama-cpp-python and selected.
   and answers the next request at once. A reply that is not streamed cannot be stopped: it runs to its
   ``max_tokens`` (one more reason to stream);
 - **counts** what it did at ``GET /rehearsal/status`` (generations running, finished, stopped because the
-  client left, and the last one's tokens), which the live test reads.
+  client left, and the last one's tokens), which the live test reads. A generation whose client left is
+  counted as stopped once the model is free again (the server released it) or the next one starts.
 
 Needs the ``live`` extra (``pip install -e '.[live]'``); this module imports llama-cpp-python only when
 serving.
@@ -21,6 +22,7 @@ serving.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._chatml import END, parse_reply, render, safe_prefix
+from ._chatml import CALL_OPEN, END, parse_reply, render, safe_prefix
 
 FORMAT = "rehearsal-chatml-tools"
 """The chat format's name in llama-cpp-python's registry."""
@@ -38,6 +40,8 @@ FORMAT = "rehearsal-chatml-tools"
 class Generation:
     """What one generation did (the status route shows the last one)."""
 
+    prompt: str = ""
+    """The rendered prompt (what the model read)."""
     prompt_tokens: int = 0
     """Tokens of the rendered prompt."""
     completion_tokens: int = 0
@@ -52,6 +56,7 @@ class Generation:
     """The client left before the reply ended, and generation stopped there."""
     seconds: float = 0.0
     """Wall time from the first token asked to the last."""
+    counted: bool = field(default=False, repr=False)
 
 
 @dataclass
@@ -66,12 +71,36 @@ class Status:
     """Generations stopped because their client left."""
     last: Generation | None = None
     """The most recent generation that ended."""
+    current: Generation | None = None
+    """The generation started last (it may have ended)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def ended(self, generation: Generation) -> None:
+        """Count ``generation`` as ended (once): by itself when it has a finish reason, else its client left."""
+        with self.lock:
+            if generation.counted:
+                return
+            generation.counted = True
+            self.running -= 1
+            if generation.finish_reason is None:
+                generation.stopped_by_client = True
+                self.stopped_by_client += 1
+            else:
+                self.finished += 1
+            self.last = generation
+
+    def settle(self, model_free: bool) -> None:
+        """When the model is free (no request holds it), a generation still counted as running was left by its
+        client: the server stopped asking for its tokens (its iterator is only collected later)."""
+        current = self.current
+        if model_free and current is not None and not current.counted:
+            self.ended(current)
 
     def to_dict(self) -> dict[str, Any]:
         with self.lock:
+            last = {k: v for k, v in asdict(self.last).items() if k != "counted"} if self.last else None
             return {"running": self.running, "finished": self.finished, "stopped_by_client": self.stopped_by_client,
-                    "last": asdict(self.last) if self.last else None}
+                    "last": last}
 
 
 STATUS = Status()
@@ -88,23 +117,27 @@ def _chunk(done: dict[str, Any], delta: dict[str, Any], finish: str | None = Non
     return out
 
 
-def _generate(llama: Any, prompt: str, params: dict[str, Any], generation: Generation) -> Iterator[dict[str, Any]]:
-    """The chat chunks of one reply; closing the iterator early marks the generation stopped by the client."""
+def _generate(llama: Any, prompt: str, params: dict[str, Any], generation: Generation,
+              opening: str = "") -> Iterator[dict[str, Any]]:
+    """The chat chunks of one reply (``opening``: the start of the reply, already in the prompt); closing the
+    iterator early marks the generation stopped by the client."""
     stop = [END, *([params["stop"]] if isinstance(params.get("stop"), str) else params.get("stop") or [])]
     started = time.monotonic()
-    text = ""
+    text = opening
     shown = 0
     last: dict[str, Any] = {}
     finish: str | None = None
+    STATUS.settle(True)  # a new generation holds the model: the one before it has ended
     with STATUS.lock:
         STATUS.running += 1
+        STATUS.current = generation
     try:
         generation.prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), special=True))
         for part in llama.create_completion(prompt=prompt, stream=True, stop=stop, **_sampling(params)):
             last = part
             choice = part["choices"][0]
             text += choice["text"]
-            generation.completion_tokens += 1
+            generation.completion_tokens += choice.get("finish_reason") is None or bool(choice["text"])
             finish = choice.get("finish_reason") or finish
             safe = safe_prefix(text)
             delta = {"role": "assistant"} if generation.completion_tokens == 1 else {}
@@ -124,14 +157,7 @@ def _generate(llama: Any, prompt: str, params: dict[str, Any], generation: Gener
         yield _chunk(last, {}, finish, usage)
     finally:
         generation.seconds = time.monotonic() - started
-        with STATUS.lock:
-            STATUS.running -= 1
-            if generation.finish_reason is None:
-                generation.stopped_by_client = True
-                STATUS.stopped_by_client += 1
-            else:
-                STATUS.finished += 1
-            STATUS.last = generation
+        STATUS.ended(generation)
 
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "typical_p", "seed", "max_tokens", "presence_penalty",
@@ -143,12 +169,53 @@ def _sampling(params: dict[str, Any]) -> dict[str, Any]:
     return {k: params[k] for k in SAMPLING if params.get(k) is not None}
 
 
+def opening(tools: list[dict[str, Any]] | None, tool_choice: Any) -> str:
+    """How the reply starts, written into the prompt: ``<tool_call>[`` when ``tool_choice`` is ``required``
+    (the model must call a tool), that and the name when it names a function; nothing for ``auto``/``none``."""
+    if not tools:
+        return ""
+    if tool_choice == "required":
+        return CALL_OPEN + "[\n"
+    if isinstance(tool_choice, dict) and isinstance((tool_choice.get("function") or {}).get("name"), str):
+        return CALL_OPEN + "[\n" + '{"name": ' + json.dumps(tool_choice["function"]["name"]) + ', "arguments": '
+    return ""
+
+
+def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON schema of one call of one of ``tools``: ``{"name": <a tool's name>, "arguments": <its
+    parameters>}``."""
+    return {"anyOf": [{"type": "object", "properties": {
+        "name": {"const": t["function"]["name"]},
+        "arguments": t["function"].get("parameters") or {"type": "object"}}, "required": ["name", "arguments"]}
+        for t in tools if isinstance(t.get("function"), dict)]}
+
+
+def call_grammar(tools: list[dict[str, Any]]) -> Any:
+    """A llama.cpp grammar that lets the model write only one well-formed call (what ``tool_choice: required``
+    asks for), then ``]</tool_call>``; None when the tools' schemas cannot be made a grammar (then the model
+    writes freely and a malformed call is its rejected attempt)."""
+    try:
+        from llama_cpp import LlamaGrammar
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        gbnf = json_schema_to_gbnf(json.dumps(call_schema(tools)))
+        gbnf = gbnf.replace("root ::=", "call ::=", 1) + '\nroot ::= call "\\n]</tool_call>"\n'
+        return LlamaGrammar.from_string(gbnf, verbose=False)
+    except Exception:  # noqa: BLE001 - llama.cpp's converter refuses some schemas; the model then writes freely
+        return None
+
+
 def handler(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-            stream: bool = False, **params: Any) -> Any:
-    """llama-cpp-python's chat-completion handler for :data:`FORMAT` (``tool_choice`` is not enforced: the tools
-    are always shown, and the model chooses)."""
-    generation = Generation(max_tokens=params.get("max_tokens"), stream=stream)
-    chunks = _generate(llama, render(messages, tools), params, generation)
+            stream: bool = False, tool_choice: Any = None, **params: Any) -> Any:
+    """llama-cpp-python's chat-completion handler for :data:`FORMAT`: the tools are always shown; ``tool_choice``
+    ``required`` (or a named function) starts the reply with the call (:func:`opening`), ``auto`` lets the
+    model choose."""
+    start = opening(tools, tool_choice)
+    prompt = render(messages, tools) + start
+    generation = Generation(prompt=prompt, max_tokens=params.get("max_tokens"), stream=stream)
+    if tool_choice == "required" and tools and params.get("grammar") is None:
+        params = {**params, "grammar": call_grammar(tools)}
+    chunks = _generate(llama, prompt, params, generation, start)
     if stream:
         return chunks
     return collect(chunks)
@@ -178,6 +245,7 @@ def serve(model: str | Path, *, host: str = "127.0.0.1", port: int = 8000, n_ctx
     """Serve ``model`` (a GGUF file) until interrupted; the OpenAI API is ``http://HOST:PORT/v1``."""
     import uvicorn
     from llama_cpp import llama_chat_format
+    from llama_cpp.server import app as server_app
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
@@ -186,5 +254,9 @@ def serve(model: str | Path, *, host: str = "127.0.0.1", port: int = 8000, n_ctx
                      model_settings=[ModelSettings(model=str(model), model_alias=alias or Path(model).stem,
                                                    chat_format=FORMAT, n_ctx=n_ctx, n_threads=threads,
                                                    n_threads_batch=threads, verbose=False)])
-    app.add_api_route("/rehearsal/status", lambda: STATUS.to_dict(), methods=["GET"])
+    def status() -> dict[str, Any]:
+        STATUS.settle(not server_app.llama_inner_lock.locked())
+        return STATUS.to_dict()
+
+    app.add_api_route("/rehearsal/status", status, methods=["GET"])
     uvicorn.run(app, host=host, port=port, log_level="warning")
