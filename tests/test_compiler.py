@@ -149,6 +149,20 @@ def test_a_compile_stopped_after_each_phase_resumes_at_the_next(compiled: Any, t
         assert not app_processes(out)
     assert result.summary["world_version"] == compiled.summary["world_version"]
 
+
+def test_the_compiled_folder_publishes_on_the_docker_sandbox_as_it_is(compiled: Any, tmp_path: Path) -> None:
+    """The existing `rehearsal world build`, on the sandbox: the same jobs pass, and the version id is the same."""
+    from rehearsal_env.compiler import docker_available
+    from rehearsal_env.versions import build_and_publish
+
+    if not docker_available():
+        if os.environ.get("REHEARSAL_REQUIRE_DOCKER") == "1":
+            pytest.fail("REHEARSAL_REQUIRE_DOCKER=1 but no Docker daemon answers")
+        pytest.skip("no Docker daemon answers: the sandbox build of the compiled world needs one")
+    built = build_and_publish(load_world_folder(compiled.folder), tmp_path / "versions")
+    assert built.version.id == compiled.summary["world_version"]
+    assert len(built.version.scenarios) == compiled.summary["jobs"] and not built.version.kept_out
+
 # --- bad input: one line naming the phase, nothing left running, the phases done so far kept ---------------------
 def _source(tmp_path: Path, edit: Any = None) -> Path:
     src = tmp_path / "src"

@@ -28,6 +28,9 @@ def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--repairs", type=int, default=2, help="rounds of the repair loop for a model's jobs (default 2)")
     p.add_argument("--stop-after", metavar="PHASE", help="stop once this phase is done (edit its result, rerun): "
                    + PHASES)
+    p.add_argument("--publish", action="store_true",
+                   help="then publish the world version: `rehearsal world build` on the Docker sandbox (a daemon)")
+    p.add_argument("--versions", metavar="DIR", help="where --publish writes (default: the state home's versions)")
     p.add_argument("--json", action="store_true", help="print the package phase's result as JSON")
     p.set_defaults(handler=handle_compile)
 
@@ -58,4 +61,24 @@ def handle_compile(args: argparse.Namespace) -> int:
               f"{summary['splits']}; world version {summary['world_version']}; page {result.folder / 'COMPILE.md'}")
     else:
         print(f"stopped after {args.stop_after}: {result.folder.parent / '.compile'}")
+    if args.publish and summary:
+        return _publish(result.folder, args.versions)
+    return 0
+
+
+def _publish(folder: object, versions: str | None) -> int:
+    """Publish the compiled world with the existing build (validation again, on the sandbox, and the facts)."""
+    from ..compiler import docker_available
+    from ..versions import build_and_publish
+    from ..worlds import load_world_folder
+
+    if not docker_available():
+        print("rehearsal: error: publish: expected a Docker daemon (the world's http tools run on the sandbox); none "
+              f"answers. Fix: start one and run `rehearsal world build {folder}`, or compile without --publish",
+              file=sys.stderr)
+        return 2
+    built = build_and_publish(load_world_folder(str(folder)), versions)
+    version = built.version
+    print(f"published {version.id} at {built.path}: {len(version.scenarios)} jobs in the version, "
+          f"{len(version.kept_out)} kept out by the sandbox build ({built.seconds:.1f}s)")
     return 0

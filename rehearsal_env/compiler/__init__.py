@@ -14,7 +14,7 @@ from ._compile import CompileResult, compile_world
 from ._errors import CompileError
 from ._model import PROMPT_VERSION, ModelConfig, read_jobs
 from ._phases import PHASES
-from ._runtime import LocalRuntime
+from ._runtime import LocalRuntime, docker_available
 
 __all__ = [
     "PHASES",
@@ -24,5 +24,6 @@ __all__ = [
     "LocalRuntime",
     "ModelConfig",
     "compile_world",
+    "docker_available",
     "read_jobs",
 ]
