@@ -7,6 +7,7 @@ Parquet scan, so a holdout row never becomes a value here. The new version's
 readiness then counts only its holdout episodes.
 """
 
+from ._holdout import HoldoutIndex, Identity, held_out, holdout_index, identity, learned_prints, scenario_identities
 from ._improve import Improvement, improve
 from ._lessons import (
     HEADING,
@@ -37,4 +38,5 @@ __all__ = ["COLUMNS", "FAILED_OUTCOMES", "HEADING", "LEARNABLE_SPLITS", "LINEAGE
            "FailedEpisode", "Finding", "HoldoutLeak", "HoldoutRefused", "Improvement", "LearnableSplit",
            "LearningRecords", "LessonWriter", "Lineage", "ModelWriter", "RuleWriter", "failure_brief", "findings",
            "general", "improve", "is_improved", "lineage_of", "lineage_path", "rule_lesson", "with_lessons",
-           "write_lineage"]
+           "write_lineage", "HoldoutIndex", "Identity", "held_out", "holdout_index", "identity", "learned_prints",
+           "scenario_identities"]

@@ -15,6 +15,10 @@ check at the door:
   :data:`LearnableSplit`: the scenario, its failed checks and the run metrics, never
   the trace, the observations or the database changes.
 
+A scenario is holdout by its identity, not its label (:mod:`._holdout`): once any published version placed it in
+holdout, by id or by content (request, checks, reference), a run on a version that gives it another split is
+refused too (a copy under another id, reworded, or in a world rebuilt from the same folder).
+
 Which scenarios are holdout is decided by the *published* world version each record names
 (its ``world`` and ``world_version``, matched exactly: ``versions.load_content``, re-hashed to
 its id), never by the record's own ``split`` label. Before any row is read, every record of the
@@ -42,12 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..records import SCHEMA, PublicKey, checked_parts, verify_seal
 from ..records._record import ROOT_EPISODE, episode_kind
 from ..versions import NotPublished, load_content
+from ._holdout import held_out
 
 LearnableSplit = Literal["train", "dev"]
 """The splits an improvement may learn from (holdout is not one of them, by type)."""
@@ -115,6 +121,11 @@ class FailedEpisode:
         return f"{self.run_id}/{self.scenario}#{self.repeat}"
 
 
+def _isin(column: str, values: Sequence[str]) -> Any:
+    """``column`` in ``values`` as a scan predicate; typed, so an empty list is a predicate too (not a type error)."""
+    return pc.field(column).isin(pa.array(list(values), type=pa.string()))
+
+
 def _learnable(splits: Sequence[str]) -> tuple[LearnableSplit, ...]:
     chosen = tuple(splits)
     bad = sorted(set(chosen) - set(LEARNABLE_SPLITS))
@@ -146,14 +157,14 @@ class LearningRecords:
         self._learnable_ids: dict[tuple[str, str], list[str]] = {}
 
     def _filter(self, outcomes: Sequence[str] | None) -> Any:
-        expr = pc.field("split").isin(list(self.splits))
-        learnable = [(pc.field("world") == w) & (pc.field("world_version") == v) & pc.field("scenario").isin(ids)
+        expr = _isin("split", list(self.splits))
+        learnable = [(pc.field("world") == w) & (pc.field("world_version") == v) & _isin("scenario", ids)
                      for (w, v), ids in self._learnable_ids.items()]
         expr = expr & functools.reduce(operator.or_, learnable, pc.scalar(False))
         if outcomes is not None:
-            expr = expr & pc.field("outcome").isin(list(outcomes))
+            expr = expr & _isin("outcome", list(outcomes))
         if self.agent is not None:
-            expr = expr & pc.field("agent").isin(list(self.agent))
+            expr = expr & _isin("agent", list(self.agent))
         if self.agent_version is not None:
             expr = expr & (pc.field("agent_version") == self.agent_version)
         return expr
@@ -187,20 +198,30 @@ class LearningRecords:
         published: dict[str, list[str]] = {}
         for scenario in content.get("scenarios") or ():
             published.setdefault(str(scenario["split"]), []).append(str(scenario["id"]))
-        unknown = dataset.count_rows(filter=~pc.field("scenario").isin([i for ids in published.values() for i in ids]))
+        unknown = dataset.count_rows(filter=~_isin("scenario", [i for ids in published.values() for i in ids]))
         if unknown:
             raise HoldoutRefused(f"{run_dir}: {unknown} record(s) name scenarios that {world} {version} does not "
                                  "publish (renamed or suffixed scenario ids); the improvement step reads only "
                                  "records that match a published version exactly")
         for split in ("train", "dev", "holdout"):
             moved = dataset.count_rows(filter=(pc.field("split") == split)
-                                       & ~pc.field("scenario").isin(published.get(split, [])))
+                                       & ~_isin("scenario", published.get(split, [])))
             if moved:
                 raise HoldoutRefused(f"{run_dir}: {moved} record(s) labelled {split!r} are of scenarios that the "
                                      f"published {world} {version} places in another split (holdout records "
                                      "relabelled, or mixed into this run): the improvement step never learns from "
                                      "holdout, so it stops here")
-        self._learnable_ids[(world, version)] = [i for split in self.splits for i in published.get(split, [])]
+        held = held_out(world, version, self.versions_root)  # holdout in any published version, by id or content
+        for scenario in sorted(set(held) - set(published.get("holdout", []))):
+            rows = dataset.count_rows(filter=pc.field("scenario") == scenario)
+            if rows:
+                raise HoldoutRefused(f"{run_dir}: scenario {scenario!r} of {world} {version} is "
+                                     f"{held[scenario]} ({rows} record(s)): a scenario any published version placed "
+                                     "in holdout stays holdout whatever split a later version gives it, so the "
+                                     "improvement step stops here. Run the agent on the other scenarios "
+                                     "(`rehearsal run --scenario ...`) and improve from that run")
+        self._learnable_ids[(world, version)] = [i for split in self.splits for i in published.get(split, [])
+                                                 if i not in held]
 
     def _kinds(self, run_dir: str | Path) -> dict[str, int]:
         """Kind (root, fork, restore) -> the agent's episodes of the learnable splits in the run, failed or not."""

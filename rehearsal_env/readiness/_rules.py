@@ -51,7 +51,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..improve import is_improved
+from ..improve import is_improved, learned_prints, lineage_of, scenario_identities
 from ..records import EpisodeRecord
 from ..records._record import ROOT_EPISODE, episode_kind
 from ..versions import NotPublished, load_manifest
@@ -146,12 +146,16 @@ def _cause(r: EpisodeRecord) -> str:
 
 def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
           versions_root: str | Path | None = None,
-          max_not_scored_share: float = MAX_NOT_SCORED_SHARE, other_keys: Sequence[str | None] = ()) -> Readiness:
+          max_not_scored_share: float = MAX_NOT_SCORED_SHARE, other_keys: Sequence[str | None] = (),
+          learned_from: Sequence[str] = ()) -> Readiness:
     """The readiness of the one agent version, world version and API key that ``records`` all share.
 
     ``max_not_scored_share`` is rule 6's limit (a share in [0, 1]); ``other_keys`` are other keys that
     played episodes of the same agent version, listed with the verdict as information only (another key's
-    episodes never change a verdict). Forks and restores are left out of every rule and counted in ``left_out``.
+    episodes never change a verdict). ``learned_from``: the scenario ids the version's improvement read (its
+    lineage); a holdout scenario that is one of them by identity (:mod:`rehearsal_env.improve._holdout`: the same
+    id, or the same content under another id, split, version or world) is never counted as "never learned from".
+    Forks and restores are left out of every rule and counted in ``left_out``.
 
     Raises:
         ValueError: the records are empty or mix agents, agent versions, world versions or keys.
@@ -195,6 +199,14 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
                 causes[_cause(r)] = causes.get(_cause(r), 0) + 1
         else:
             in_use.append(r)
+    seen = _seen(learned_from, world, world_version, versions_root) if improved else frozenset()
+    if seen:
+        same = [r for r in [*in_use, *pending] if r.split == "holdout" and r.scenario in seen]
+        if same:
+            left["learned from (the same scenario as one its improvement read)"] = len(same)
+        in_use = [r for r in in_use if r.scenario not in seen or r.split != "holdout"]
+        pending = [r for r in pending if r.scenario not in seen or r.split != "holdout"]
+        causes = dict(_all_causes([r for r in pending if r.split == "holdout"]))
     never_learned = [r for r in in_use if not improved or r.split == "holdout"]
     if improved and len(never_learned) < len(in_use):
         left["learned from (not holdout)"] = len(in_use) - len(never_learned)
@@ -233,6 +245,18 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
                      bounds=(verified_share(worst), verified_share(best)) if pending else None)
 
 
+def _seen(learned_from: Sequence[str], world: str, version: str, root: str | Path | None) -> frozenset[str]:
+    """The scenarios of ``world`` ``version`` that are, by identity, one of the scenarios an improvement read."""
+    if not learned_from:
+        return frozenset()
+    prints = learned_prints(learned_from, root)
+    try:
+        idents = scenario_identities(world, version, root)
+    except (NotPublished, ValueError, OSError):
+        return frozenset(learned_from)
+    return frozenset(i.scenario for i in idents if prints & set(i.prints.values())) | frozenset(learned_from)
+
+
 def _episode(r: EpisodeRecord, improved: bool) -> Episode:
     return Episode(tag=_tag(r), outcome=r.outcome, false_completion=bool(r.false_completion),
                    world_tool_calls=r.world_tool_calls, counted=not improved or r.split == "holdout")
@@ -263,8 +287,17 @@ def assess(records: Iterable[EpisodeRecord], *, improved: bool = False,
     for r in records:
         groups.setdefault((r.agent, r.agent_version, r.world, r.world_version), {}).setdefault(_key(r), []).append(r)
     return [readiness_of(by_key[key], improved=improved or is_improved(k[0], k[1], profiles_root),
-                  versions_root=versions_root, max_not_scored_share=max_not_scored_share, other_keys=tuple(by_key))
+                  versions_root=versions_root, max_not_scored_share=max_not_scored_share, other_keys=tuple(by_key),
+                  learned_from=_lineage_scenarios(k[0], k[1], profiles_root))
             for k, by_key in sorted(groups.items()) for key in sorted(by_key, key=_key_name)]
+
+
+def _lineage_scenarios(agent: str, version: str, profiles_root: str | Path | None) -> tuple[str, ...]:
+    """The scenario ids an improvement of ``agent`` ``version`` read (``RUN_ID/SCENARIO#REPEAT`` in its lineage)."""
+    lineage = lineage_of(agent, version, profiles_root)
+    if lineage is None:
+        return ()
+    return tuple(sorted({key.split("/", 1)[-1].rsplit("#", 1)[0] for key in lineage.episodes}))
 
 
 def format_readiness(r: Readiness) -> str:
