@@ -208,6 +208,12 @@ class Episode:
         if parsed.tokens is not None:
             self._n.tokens = (self._n.tokens or 0) + parsed.tokens
         name = parsed.tool
+        if not name:  # e.g. a model agent's stand-in for a reply it dropped (cut off, empty): no call was made
+            dropped = parsed.args.get("dropped_reply") if isinstance(parsed.args, dict) else None
+            kind = dropped.get("kind") if isinstance(dropped, dict) else None
+            why = (f"no tool was called: the agent dropped its model's reply ({record_text(str(kind), 40)})"
+                   if kind else "no tool was called: the action names none")
+            raise Rejected(f"{why}; nothing ran. Your tools: {', '.join(sorted(self.tools))}")
         if name not in self.tools:
             shown = record_text(name, 80)
             if name in self._all_tools:

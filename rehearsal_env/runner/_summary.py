@@ -17,6 +17,7 @@ from ..verdict import NotScoredCause
 from ..versions import note_tool_crashes, version_dir
 from ._plan import plan, write_provenance
 from ._resolved import ResolvedRun
+from ._stamp import NOT_WORLD_TOOLS
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 METRICS = ("false_completions", "duplicate_effects", "recovered", "unnecessary_interruptions",
@@ -152,6 +153,30 @@ def world_tool_use(records: Sequence[Summarized]) -> dict[str, Any]:
             "no_world_tool_calls": bool(counted) and not any(counted)}
 
 
+def no_world_tool_hint(summary: dict[str, Any]) -> str:
+    """What a run in which no episode called a world tool says, by what its model was offered
+    (``world_tools_offered``, ``tool_choice``): not offered, offered but not to be called, or offered and
+    answered in text (or with ``ask_customer``/``finish``/``give_up`` only)."""
+    head = ("NO WORLD-TOOL CALLS: no episode called one of the world's tools (the agent only talked, finished or "
+            "gave up)")
+    offered = summary.get("world_tools_offered")
+    choice = summary.get("tool_choice")
+    if offered is None:
+        return f"{head}; check that the agent is offered the world's tools"
+    if offered == 0:
+        return (f"{head}: NOT OFFERED: the model's requests carried none of the world's tools (its role has only "
+                "the built-in ones); choose a scenario role with tools")
+    if choice == "none":
+        return (f"{head}: every request carried {offered} world tools with tool_choice \"none\", which forbids "
+                "calling them; set [provider] tool_choice = \"auto\" or \"required\" in the profile")
+    omitted = (" without tool_choice (some servers, e.g. llama-cpp-python's chatml-function-calling, then leave the "
+               "tools out of the prompt: set [provider] tool_choice)" if choice == "omit" else
+               f" with tool_choice \"{choice}\"")
+    return (f"{head}: OFFERED, ANSWERED IN TEXT: every request carried {offered} world tools{omitted}, and the "
+            "model answered in text or with the built-in tools only; a model or prompt-format problem (see each "
+            "record's trace), not a missing tool list")
+
+
 def tool_crash_counts(records: Sequence[Summarized]) -> dict[str, Any]:
     """How often each tool raised while handling an agent's call (``tool_crashes``, per tool, and in all):
     the world's defects, each returned to the agent as an error while its episode went on."""
@@ -181,20 +206,28 @@ def write_summary(run: ResolvedRun, out: Path, records: Sequence[Summarized]) ->
     summary = summary_of(records)
     summary["config"] = {k: v for k, v in asdict(run.config).items() if k != "backend_options"}
     write_provenance(run.provenance, out)
-    store_prompts(run, out)
+    offered = store_prompts(run, out)
+    profile = run.stamp.agent_profile
+    summary["world_tools_offered"] = offered
+    summary["tool_choice"] = profile.provider.tool_choice if offered is not None and profile is not None else None
     write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     note_run_crashes(out, summary)
     return summary
 
 
-def store_prompts(run: ResolvedRun, out: Path) -> None:
+def store_prompts(run: ResolvedRun, out: Path) -> int | None:
     """Write what a model agent was given in each planned scenario into ``out/prompts/`` once per text (the
-    records name them by hash: ``system_prompt_sha``, ``tools_sha``); nothing for other agents."""
+    records name them by hash: ``system_prompt_sha``, ``tools_sha``); nothing for other agents. Returns how
+    many of the world's own tools its requests carried (None: not a model agent)."""
     profile = run.stamp.agent_profile
     if profile is None or profile.agent != "openai":
-        return
+        return None
+    world_tools: set[str] = set()
     for scenario in sorted({spec.scenario for spec in plan(run.config, run.world)}):
-        store_given(out, given_for(profile.instructions, run.world, run.world.scenario(scenario)))
+        given = given_for(profile.instructions, run.world, run.world.scenario(scenario))
+        store_given(out, given)
+        world_tools.update(t["function"]["name"] for t in json.loads(given["tools"][1]))
+    return len(world_tools - NOT_WORLD_TOOLS)
 
 
 def note_run_crashes(out: Path, summary: dict[str, Any]) -> bool:
@@ -223,8 +256,7 @@ def format_table(summary: dict[str, Any]) -> str:
         lines.append("tool crashes (the world's defects; each returned to the agent as an error): "
                      + ", ".join(f"{tool}={count}" for tool, count in crashes.items()))
     if summary.get("no_world_tool_calls"):
-        lines.append("NO WORLD-TOOL CALLS: no episode called one of the world's tools (the agent only talked, "
-                     "finished or gave up); check that its model is offered the tools")
+        lines.append(no_world_tool_hint(summary))
     mean = summary["mean_reward"]
     lines.append(f"{'mean reward':<16}{'-' if mean is None else f'{mean:.3f}':>9}")
     lines.append("")

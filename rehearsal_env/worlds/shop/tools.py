@@ -22,6 +22,10 @@ def _one(ctx: ToolContext, sql: str, params: tuple[Any, ...], what: str) -> tupl
     return rows[0]
 
 
+def _customer(ctx: ToolContext, customer_id: int) -> tuple[Any, ...]:
+    return _one(ctx, "SELECT id FROM customers WHERE id = ?", (customer_id,), f"customer #{customer_id}")
+
+
 def _order(ctx: ToolContext, order_id: int) -> tuple[Any, ...]:
     return _one(ctx, "SELECT id, customer_id, status, placed_at, total_cents, shipping_address FROM orders "
                 "WHERE id = ?", (order_id,), f"order #{order_id}")
@@ -55,11 +59,13 @@ def get_customer(ctx: ToolContext, customer_id: int) -> dict[str, Any]:
 
 @tool("read")
 def list_orders(ctx: ToolContext, customer_id: int) -> dict[str, Any]:
-    """List a customer's orders, newest first (id, status, date, total).
+    """List a customer's orders, newest first (id, status, date, total); an unknown customer is an error, as in
+    every tool that takes a customer (an empty list means a customer with no orders).
 
     Args:
         customer_id: The customer's id.
     """
+    _customer(ctx, customer_id)
     rows = ctx.db.query("SELECT id, status, placed_at, total_cents FROM orders WHERE customer_id = ? "
                         "ORDER BY placed_at DESC", (customer_id,))
     return {"orders": [{"order_id": r[0], "status": r[1], "placed_at": r[2], "total_cents": r[3]} for r in rows]}
