@@ -44,6 +44,8 @@ class PartFlusher:
         """The episodes of the batch already written."""
         self.parts: list[Path] = []
         """The part files written, in order."""
+        self.flushed: list[EpisodeRecord] = []
+        """The records written, in order."""
         self._held: list[EpisodeRecord] = []
         self._since = time.monotonic()
 
@@ -64,6 +66,7 @@ class PartFlusher:
         number = self.part if self.part is not None else self.spare()
         self.part = None
         self.parts.append(write_part(self.out, held, number))
+        self.flushed.extend(held)
         self.written.update((r.scenario, r.repeat) for r in held)
 
     def finish(self, records: Sequence[EpisodeRecord]) -> None:

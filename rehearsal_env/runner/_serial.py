@@ -20,9 +20,21 @@ from ._flush import FLUSH_S, PartFlusher
 from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._progress import Progress
-from ._resume import begin_run, finish_run, start_run, stop_run
+from ._resume import RunState, RunStopped, begin_run, finish_run, start_run, stop_run
 from ._summary import SummaryRow, summary_row
 from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
+
+
+def _close_stopped(state: RunState, out: Path, played: list[SummaryRow], parts: PartFlusher | None) -> None:
+    """A run stopped mid-batch: write ``summary.json`` over the episodes on disk and seal them, so that
+    ``measure.py`` reads the run as far as it went (``--resume`` finishes it and seals again)."""
+    written = [*played, *(summary_row(r) for r in (parts.flushed if parts is not None else ()))]
+    if not written:
+        return
+    try:
+        finish_run(state, out, written)
+    except Exception:  # noqa: BLE001 - the error that stopped the run is the one to raise
+        pass
 
 
 def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory | None = None,
@@ -54,6 +66,7 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
             return max(planned, next_part(out))
 
         bar.start()
+        parts: PartFlusher | None = None
         try:
             for batch in state.pending:
                 parts = PartFlusher(out, batch.specs, batch.part, spare, flush_s)
@@ -65,9 +78,15 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
                     stop_run(state, out, played, exc)
                 parts.finish(done)
                 played.extend(summary_row(r) for r in done)
+                parts = None
                 bar.update([r.outcome for r in done])
                 if on_batch:
                     on_batch(done)
+        except RunStopped:
+            raise
+        except BaseException:  # Ctrl-C, a refusing provider, a bug: what was written is summarized and sealed
+            _close_stopped(state, out, played, parts)
+            raise
         finally:
             worker.close()
             bar.close()
