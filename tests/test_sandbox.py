@@ -22,7 +22,7 @@ from rehearsal_env.cli import main
 from rehearsal_env.env import RehearsalEnv
 from rehearsal_env.runner import run_episode
 from rehearsal_env.sandbox import SandboxDatabase
-from rehearsal_env.verdict import NotScoredCause, Outcome
+from rehearsal_env.verdict import Outcome
 from rehearsal_env.worlds import World, load_world
 
 
@@ -134,7 +134,7 @@ def test_the_emulator_records_every_request_and_replays_a_key(sandbox: SandboxDa
 
 def test_isolation_and_clock_are_measured_and_hold(sandbox: SandboxDatabase) -> None:
     facts = {f.name: f for f in sandbox.isolation_facts()}
-    assert set(facts) == {"network", "route", "outside", "clock"}
+    assert set(facts) == {"network", "route", "outside", "host", "clock"}
     assert all(f.holds for f in facts.values()), [f for f in facts.values() if not f.holds]
     assert "application clock 2025-06-30T12:00:00; application OS clock on 2025-06-30" in facts["clock"].detail
 
@@ -164,20 +164,24 @@ def test_rehearsal_run_picks_the_sandbox_for_a_world_whose_tools_call_its_applic
     assert json.loads((out / "summary.json").read_text())["verified"] == 1
 
 
-def test_an_application_that_dies_mid_episode_is_not_scored_for_the_sandbox(reviews: World) -> None:
+def test_an_application_that_dies_mid_episode_is_restarted_and_the_call_is_a_tool_error(reviews: World) -> None:
+    """A dead application is the call's tool crash, not the sandbox's: it is restarted and the episode goes on
+    (a sandbox that cannot be brought back is not scored: tests/test_sandbox_limits.py)."""
     _require_docker()
     db = open_database(reviews, "docker")
     assert isinstance(db, SandboxDatabase)
     try:
         scenario = reviews.scenarios("dev")[0]
-        env = RehearsalEnv(scenario, reviews, database=db)
+        env = RehearsalEnv(scenario, reviews, database=db, stress=False)
         observation, info = env.reset(seed=0)
         action = make_agent("reference", scenario)(observation, info)
         db.sandbox.containers["app"].container.kill()  # the application dies; its database still answers
-        *_, terminated, _, info = env.step(action)
-        verdict = info.get("verdict")
-        assert terminated and verdict is not None and verdict.outcome is Outcome.NOT_SCORED, info
-        assert verdict.cause is NotScoredCause.SANDBOX, verdict.reason
-        assert "application stopped answering" in (verdict.reason or "")
+        observation, _, terminated, _, info = env.step(action)
+        assert not terminated and json.loads(observation)["tool_result"]["status"] == "error", observation
+        assert len(env.episode.tool_crashes) == 1 and db.restarts == 1
+        observation, _, terminated, _, _ = env.step(action)  # the same call again, on the restarted application
+        assert json.loads(observation)["tool_result"]["status"] == "ok", observation
+        env.reset(seed=0)
+        assert digest(db) == db.first_digest and db.probe() == db.first_probe
     finally:
         db.close()

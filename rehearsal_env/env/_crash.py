@@ -14,7 +14,11 @@ Only what no agent input can cause stays a failure of the environment (:func:`in
 - any exception after which the database no longer answers ``SELECT 1`` (a lost connection or server; a
   query error leaves the connection answering, on SQLite and PostgreSQL alike);
 - a :class:`~rehearsal_env.backends.DatabaseError` after which a sandboxed application no longer answers its
-  health path (the sandbox died).
+  health path and cannot be brought back (the sandbox died).
+
+A sandboxed application that stopped answering is restarted first (the database's ``heal()``): a call that
+crashed it (a defect tripped by the agent's input, a memory limit it ran into) is then the tool's crash like
+any other, and the episode goes on against the restarted application.
 """
 
 from __future__ import annotations
@@ -55,7 +59,13 @@ def infrastructure(exc: BaseException, db: Database, world: World) -> bool:
         return True
     if not alive(db):  # whatever was raised, a database that no longer answers is gone
         return True
-    return isinstance(exc, DatabaseError) and not _application_answers(db, world)
+    return isinstance(exc, DatabaseError) and not _application_answers(db, world) and not _healed(db)
+
+
+def _healed(db: Database) -> bool:
+    """Whether the database brought its application back (a sandbox's ``heal()``; False without one)."""
+    heal = getattr(db, "heal", None)
+    return bool(heal()) if callable(heal) else False
 
 
 def _application_answers(db: Database, world: World) -> bool:

@@ -16,8 +16,14 @@ same row-level reset log, the same read-only check role), and then:
   :class:`SandboxFailed` with cause ``world`` (the episode is not scored: the world's application keeps
   state outside its database).
 
-Where the sandbox itself fails (its containers do not start or answer, the reset hook fails, it is
-closed) the error is a :class:`SandboxFailed`: not scored with cause ``sandbox`` (and a
+**Healing.** An application that dies or stops answering (an agent's input crashed it, the memory
+limit killed it) is restarted by :meth:`SandboxDatabase.heal`: the tool-call boundary
+(``env._crash``) calls it when a request got no answer, so the call is the agent's tool error and the
+episode goes on; :meth:`SandboxDatabase.reset` calls it too when the last request timed out or the
+probe gets no answer, so the next episode starts on a healthy world.
+
+Where the sandbox itself fails (its containers do not start or answer, cannot be restarted, the reset
+hook fails, it is closed) the error is a :class:`SandboxFailed`: not scored with cause ``sandbox`` (and a
 :class:`~rehearsal_env.backends.DatabaseError` too, so a worker reopens it as it reopens a failed
 database). A request of an agent's tool call that fails keeps raising ``DatabaseError``: whether that is
 the sandbox dying or the application's defect is decided where tool calls are judged (``env._crash``).
@@ -45,6 +51,7 @@ import httpx
 from ..backends import Database, DatabaseError, DatabaseSpec, Dialect, digest, open_database
 from ..verdict import NotScoredCause, NotScoredError
 from ..worlds import ApplicationSpec, World, application_of
+from . import _approle
 from ._docker import SandboxError
 from ._images import folder_image
 from ._isolation import SandboxFact, measure_isolation
@@ -132,6 +139,9 @@ class SandboxDatabase:
         self.verify_reset = verify_reset
         self._inner: Database | None = None
         self._http: httpx.Client | None = None
+        self._suspect = False
+        self.restarts = 0
+        """How many times :meth:`heal` restarted the application (diagnostic)."""
         try:
             self.sandbox = Sandbox(spec.name, spec.now)
         except SandboxError as exc:
@@ -166,19 +176,46 @@ class SandboxDatabase:
             raise DatabaseError("the PostgreSQL backend did not name its env database; the app cannot find it")
         self.database_name = dbname
         """The env database inside the sandbox's PostgreSQL (the application's database)."""
-        box.start_emulator(dbname)
+        app_password, emulator_password = self._create_roles(dbname)
+        box.start_emulator(box.inner_dsn(dbname, _approle.EMULATOR_ROLE, emulator_password))
         self._wait_http(f"http://{box.containers['emulator'].ip}:8025/health", "emulator")
         if self.app is not None:
             image = folder_image(f"app-{self.world.name}", self.app.folder)
-            fill = {"dsn": box.inner_dsn(dbname), "email_url": "http://email:8025",
+            fill = {"dsn": box.inner_dsn(dbname, _approle.APP_ROLE, app_password), "email_url": "http://email:8025",
                     "payments_url": "http://payments:8025", "now": self.world.now}
             env = {k: str(v).format(**fill) for k, v in self.app.env.items()}
-            running = box.start("app", image.tag, list(self.app.command), env, ("app",))
-            base = f"http://{running.ip}:{self.app.port}"
-            self._wait_http(base + self.app.health, "app")
-            self._http = httpx.Client(base_url=base, timeout=httpx.Timeout(30.0, connect=5.0))
-            self._finalizer.detach()
-            self._finalizer = weakref.finalize(self, _defer_close, box, self._inner, self._http)
+            box.start_bounded("app", image.tag, list(self.app.command), env, ("app",), self.app.limits)
+            self._connect_app()
+
+    def _create_roles(self, dbname: str) -> tuple[str, str]:
+        """The application's and the emulator's database roles (see :mod:`._approle`): their passwords."""
+        import psycopg
+
+        passwords = _approle.new_password(), _approle.new_password()
+        tables = [t.name for t in self.tables]
+        key = next((t.primary_key for t in self.tables if t.name == _approle.SERVICE_TABLE), None)
+        try:
+            with psycopg.connect(self.sandbox.admin_dsn(), autocommit=True) as conn:
+                for statement in _approle.server_sql(dbname, *passwords):
+                    conn.execute(statement)
+            with psycopg.connect(self.sandbox.admin_dsn(dbname), autocommit=True) as conn:
+                for statement in _approle.database_sql(tables, service_key=key):
+                    conn.execute(statement)
+        except psycopg.Error as exc:
+            raise SandboxError(f"could not create the application's database role: {exc}") from exc
+        return passwords
+
+    def _connect_app(self) -> None:
+        """Wait for the application's health path, then (re)open the kept-alive client to it."""
+        assert self.app is not None
+        running = self.sandbox.containers["app"]
+        base = f"http://{running.ip}:{self.app.port}"
+        self._wait_http(base + self.app.health, "app")
+        if self._http is not None:
+            self._http.close()
+        self._http = httpx.Client(base_url=base, timeout=httpx.Timeout(30.0, connect=5.0))
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _defer_close, self.sandbox, self._inner, self._http)
 
     def _wait_http(self, url: str, role: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -214,6 +251,7 @@ class SandboxDatabase:
             response = self._http.request(method, path, params=dict(query) or None,
                                           json=dict(body) if body is not None else None, headers=dict(headers))
         except httpx.HTTPError as exc:
+            self._suspect = True  # died, or stuck on this request: heal() restarts it
             raise DatabaseError(f"the application did not answer {method} {path}: {exc}; "
                                 f"its logs: {self.sandbox.logs('app')}") from exc
         try:
@@ -248,8 +286,38 @@ class SandboxDatabase:
     def touched(self) -> dict[str, set[Any]]:
         return self._db.touched()
 
+    def heal(self) -> bool:
+        """Restart what died: the emulator if it stopped, the application if it stopped, did not answer its
+        health path or left a request unanswered since; True when everything answers again, False when the
+        sandbox cannot be brought back (closed, a container gone or not starting)."""
+        if self._inner is None or self.app is None or self._http is None:
+            return False
+        try:
+            if not self.sandbox.running("emulator"):
+                self.sandbox.restart("emulator")
+                self._wait_http(f"http://{self.sandbox.containers['emulator'].ip}:8025/health", "emulator")
+            if self._suspect or not self._answers():
+                self.sandbox.restart("app")
+                self._connect_app()
+                self.restarts += 1
+        except (SandboxError, SandboxFailed):
+            return False
+        self._suspect = False
+        return True
+
+    def _answers(self) -> bool:
+        assert self.app is not None and self._http is not None
+        try:
+            return self._http.get(self.app.health, timeout=5.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     def reset(self) -> None:
-        """Restore the snapshot, run the reset hook, and verify digest and probe (see the module docstring)."""
+        """Restore the snapshot, run the reset hook, and verify digest and probe (see the module docstring);
+        an application that died or stuck since is restarted first (:meth:`heal`)."""
+        if self._suspect and not self.heal():
+            raise SandboxFailed(f"the sandbox's application died and could not be restarted; its logs: "
+                                f"{self.sandbox.logs('app')}")
         self._db.reset()
         if self.app is not None and self.app.reset_hook:
             method, _, path = self.app.reset_hook.partition(" ")
@@ -265,7 +333,14 @@ class SandboxDatabase:
     def check_reset(self) -> None:
         """Raise :class:`SandboxFailed` (cause ``world``) unless the digest and the probe answer equal those
         after the first start."""
-        now_digest, now_probe = digest(self._db), self.probe()
+        now_digest = digest(self._db)
+        try:
+            now_probe = self.probe()
+        except DatabaseError:
+            if not self.heal():
+                raise SandboxFailed(f"the sandbox's application does not answer its probe and could not be "
+                                    f"restarted; its logs: {self.sandbox.logs('app')}") from None
+            now_probe = self.probe()
         if now_digest != self.first_digest or now_probe != self.first_probe:
             raise SandboxFailed(
                 f"the sandbox did not reset to its first state: digest {now_digest[:12]} (first "

@@ -7,6 +7,8 @@ removes the containers and networks of owners that no longer run, so a crashed
 worker leaves nothing behind after the next start; :func:`remove_ours` removes
 this process's at exit, and a reaper process (:mod:`._reaper`) removes them when
 the process is killed without running its exit handlers (a Ray worker, ``kill -9``).
+Each network's host rule (:mod:`._hostguard`) goes with it, and rules whose network
+is gone are removed too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import threading
 from typing import Any
 
 from .._process import pid_alive
+from ._hostguard import clean_guards, remove_guard
 from ._labels import LABEL, OWNER
 from ._reaper import start_reaper
 
@@ -88,6 +91,7 @@ def _remove(predicate: Any) -> int:
                 removed += 1
             except docker.errors.NotFound:
                 pass
+            remove_guard(network.id)
     return removed
 
 
@@ -104,7 +108,8 @@ def clean_leftovers(*, again: bool = False) -> int:
             atexit.register(remove_ours)
             start_reaper(os.getpid(), owner())  # for a process killed without running atexit
         _cleaned.add(os.getpid())
-    return _remove(lambda label: bool(label) and not _alive(label))
+    removed = _remove(lambda label: bool(label) and not _alive(label))
+    return removed + clean_guards(lambda: [n.id for n in docker_client().networks.list()])
 
 
 def remove_ours() -> int:

@@ -3,7 +3,7 @@
 ``atexit`` does not run when a process is killed (a Ray worker at ``ray.shutdown``,
 a crash, ``kill -9``), so every process that starts a sandbox also starts one
 reaper, in its own session: it polls the owner's pid and, when it is gone,
-removes everything labelled with that owner, then exits. (The next start's
+removes everything labelled with that owner (and the host rules of its networks), then exits. (The next start's
 :func:`~._docker.clean_leftovers` is the second line of defence.)
 
     python -m rehearsal_env.sandbox._reaper PID OWNER_LABEL
@@ -19,6 +19,7 @@ import docker
 import docker.errors
 
 from .._process import pid_alive
+from ._hostguard import clean_guards, remove_guard
 from ._labels import LABEL, OWNER
 
 POLL_S = 0.5
@@ -51,6 +52,8 @@ def main(pid: int, owner_label: str) -> None:
             network.remove()
         except docker.errors.APIError:
             pass
+        remove_guard(network.id)  # the network's host rule (see ._hostguard)
+    clean_guards(lambda: [n.id for n in client.networks.list()])
 
 
 if __name__ == "__main__":

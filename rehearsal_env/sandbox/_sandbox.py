@@ -3,7 +3,8 @@
 Per :class:`Sandbox` (one per env database, so one per worker, reused across
 episodes):
 
-* a Docker network created with ``internal=True`` (no route off the bridge);
+* a Docker network created with ``internal=True`` (no route off the bridge), and the
+  host rule that drops its connections to this machine (:mod:`._hostguard`);
 * ``db``: PostgreSQL from Debian (the base image), its data on a tmpfs (no
   volume), a random password, on the real clock (see :func:`faketime_env`);
 * ``email`` / ``payments``: the emulator container, recording every request in
@@ -24,8 +25,14 @@ the containers' bridge addresses directly (PostgreSQL for checks and resets,
 HTTP for tools). Docker's isolation rules drop anything the bridge would
 forward to another interface, and the containers have no default route, so
 the only peers a container can reach are its sandbox's containers and this
-machine's address on that bridge. No second network is attached and no
-``docker exec`` sits on the hot path: a tool call is one HTTP request.
+machine's address on that bridge, and the host rule (:mod:`._hostguard`, installed
+right after the network is made) drops every connection a container opens to this
+machine. No second network is attached and no ``docker exec`` sits on the hot path:
+a tool call is one HTTP request.
+
+The application and the emulator are bounded (:mod:`._limits`: nobody, no
+capability, read-only root, a bounded ``/tmp``, pid, memory and CPU limits) and
+reach the database as their own roles (:mod:`._approle`), never the superuser.
 """
 
 from __future__ import annotations
@@ -41,8 +48,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..worlds import ApplicationLimits
 from ._docker import LABEL, OWNER, SandboxError, clean_leftovers, docker_client, owner
+from ._hostguard import GuardError, install_guard, remove_guard
 from ._images import FAKETIME_LIB, BuiltImage, base_image, folder_image
+from ._limits import DATABASE_BOUNDS, bounded, bounded_env
 
 EMULATOR = Path(__file__).resolve().parent / "emulator"
 EMULATOR_PORT = 8025
@@ -56,7 +66,8 @@ printf '%s\n' "$PGPASSWORD" > /tmp/pw && chown postgres /tmp/pw
 runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D /pg/data -U postgres --pwfile=/tmp/pw \
   -A scram-sha-256 --encoding=UTF8 --locale=C >/dev/null
 rm -f /tmp/pw
-echo "host all all 0.0.0.0/0 scram-sha-256" >> /pg/data/pg_hba.conf
+{ echo "host all postgres $DRIVER_ADDRESS/32 scram-sha-256"; echo "host all postgres 0.0.0.0/0 reject";
+  echo "host all all 0.0.0.0/0 scram-sha-256"; } >> /pg/data/pg_hba.conf
 exec runuser -u postgres -- /usr/lib/postgresql/15/bin/postgres -D /pg/data -c listen_addresses='*' \
   -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=60 \
   -c unix_socket_directories=/pg
@@ -116,6 +127,16 @@ class Sandbox:
         self.containers: dict[str, Running] = {}
         self.network = self.client.networks.create(self.prefix, driver="bridge", internal=True,
                                                    labels={**self.labels, LABEL: "network"})
+        try:
+            install_guard(self.network.id)
+        except GuardError as exc:
+            self.close()
+            raise SandboxError(str(exc)) from exc
+
+    def gateway(self) -> str:
+        """This machine's address on the sandbox network's bridge (what the host rule guards)."""
+        self.network.reload()
+        return str(self.network.attrs["IPAM"]["Config"][0]["Gateway"])
 
     # -- containers ---------------------------------------------------------------
     def start(self, role: str, image: str, command: list[str], env: Mapping[str, str],
@@ -130,12 +151,41 @@ class Sandbox:
         self.network.disconnect(container)
         self.network.connect(container, aliases=list(aliases))
         container.start()
+        return self._started(role, name, container)
+
+    def _started(self, role: str, name: str, container: Any) -> Running:
         container.reload()
         ip = container.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
         running = Running(name, ip, container)
         self.containers[role] = running
         self._drop_default_route(running)
         return running
+
+    def running(self, role: str) -> bool:
+        """Whether ``role``'s container is running now (one Docker API call)."""
+        import docker.errors
+
+        try:
+            self.containers[role].container.reload()
+        except (KeyError, docker.errors.NotFound):
+            return False
+        return bool(self.containers[role].container.status == "running")
+
+    def restart(self, role: str) -> Running:
+        """Restart ``role``'s container (killed if it still runs) with its settings, on the same network.
+
+        Raises:
+            SandboxError: it is gone or does not start."""
+        import docker.errors
+
+        old = self.containers.get(role)
+        if old is None:
+            raise SandboxError(f"the sandbox has no {role} container to restart")
+        try:
+            old.container.restart(timeout=1)
+            return self._started(role, old.name, old.container)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"the sandbox's {role} container could not be restarted: {exc}") from exc
 
     def _drop_default_route(self, running: Running) -> None:
         out = self.client.containers.run(
@@ -146,16 +196,23 @@ class Sandbox:
             raise SandboxError(f"could not delete the default route of {running.name}: {out!r}")
 
     def start_database(self) -> Running:
-        return self.start("db", self.base.tag, ["sh", "-c", _DB_SCRIPT], {"PGPASSWORD": self.password},
-                          ("db",), fake_clock=False, tmpfs={"/pg": "rw,size=512m"})
+        env = {"PGPASSWORD": self.password, "DRIVER_ADDRESS": self.gateway()}
+        return self.start("db", self.base.tag, ["sh", "-c", _DB_SCRIPT], env, ("db",), fake_clock=False,
+                          tmpfs={"/pg": "rw,size=512m"}, **DATABASE_BOUNDS)
+
+    def start_bounded(self, role: str, image: str, command: list[str], env: Mapping[str, str],
+                      aliases: tuple[str, ...], limits: ApplicationLimits) -> Running:
+        """Start an untrusted container under ``limits`` (see :mod:`._limits`)."""
+        return self.start(role, image, command, {**bounded_env(), **env}, aliases, **bounded(limits))
 
     def admin_dsn(self, dbname: str = "postgres") -> str:
         return (f"host={self.containers['db'].ip} port={PG_PORT} user=postgres password={self.password} "
                 f"dbname={dbname} connect_timeout=5")
 
-    def inner_dsn(self, dbname: str) -> str:
-        """The DSN a container uses to reach the database (by its network alias)."""
-        return f"host=db port={PG_PORT} user=postgres password={self.password} dbname={dbname}"
+    @staticmethod
+    def inner_dsn(dbname: str, user: str, password: str) -> str:
+        """The DSN a container uses to reach the database (by its network alias) as ``user``."""
+        return f"host=db port={PG_PORT} user={user} password={password} dbname={dbname}"
 
     def wait_for_database(self) -> None:
         import psycopg
@@ -172,11 +229,11 @@ class Sandbox:
                                        f"logs: {self.logs('db')}") from exc
                 time.sleep(0.1)
 
-    def start_emulator(self, dbname: str) -> Running:
+    def start_emulator(self, dsn: str) -> Running:
         image = folder_image("emulator", EMULATOR, target="/emulator")
-        return self.start("emulator", image.tag, ["python3", "/emulator/server.py"],
-                          {"EMULATOR_DSN": self.inner_dsn(dbname), "EMULATOR_CLOCK": self.now,
-                           "EMULATOR_PORT": str(EMULATOR_PORT)}, ("email", "payments"))
+        return self.start_bounded("emulator", image.tag, ["python3", "/emulator/server.py"],
+                                  {"EMULATOR_DSN": dsn, "EMULATOR_CLOCK": self.now,
+                                   "EMULATOR_PORT": str(EMULATOR_PORT)}, ("email", "payments"), ApplicationLimits())
 
     def logs(self, role: str) -> str:
         try:
@@ -203,3 +260,4 @@ class Sandbox:
             self.network.remove()
         except docker.errors.NotFound:
             pass
+        remove_guard(self.network.id)

@@ -15,6 +15,7 @@ from .._home import home
 from ..schema import Column, Table, col
 from ._folder import (
     Application,
+    ApplicationLimits,
     ApplicationSpec,
     WorldFolderError,
     add_world_folder,
@@ -96,6 +97,7 @@ def load_world(name: str) -> World:
 
 __all__ = [
     "Application",
+    "ApplicationLimits",
     "ApplicationSpec",
     "Column",
     "Policy",

@@ -54,7 +54,7 @@ sees the error); a 5xx answer or no answer is the environment failing.
 Errors name the file, the line and the fix.
 """
 
-from ._app import Application, ApplicationSpec, application_of, backend_for
+from ._app import Application, ApplicationLimits, ApplicationSpec, application_of, backend_for
 from ._load import (
     SHIPPED,
     add_world_folder,
@@ -70,6 +70,7 @@ from ._source import WorldFolderError
 __all__ = [
     "SHIPPED",
     "Application",
+    "ApplicationLimits",
     "ApplicationSpec",
     "WorldFolderError",
     "add_world_folder",
