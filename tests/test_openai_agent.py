@@ -106,7 +106,7 @@ def test_parallel_calls_run_in_order_and_each_gets_its_answer(server: ModelServe
     result, agent = play(server, shop, SHOP, "parallel")
     trace = result.episode.trace
     assert [t.tool for t in trace] == ["get_order", "find_customer", "give_up"]
-    assert json.loads(trace[0].action)["usage"] == {"tokens": 300}
+    assert json.loads(trace[0].action)["usage"] == {"tokens": 300, "input_tokens": 240, "output_tokens": 60}
     assert "usage" not in json.loads(trace[1].action)  # a reply's usage rides on its first action only
     second = last_request(server, "parallel")["messages"]
     assistant = next(i for i, m in enumerate(second) if m.get("tool_calls"))

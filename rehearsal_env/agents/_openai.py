@@ -109,11 +109,21 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def action_text(tool: str, args: Any, tokens: int | None) -> str:
-    """The env action JSON (ASCII) for one call, with the reply's usage when given."""
+def reply_usage(reply: ModelReply) -> dict[str, int] | None:
+    """The env action's ``usage`` for a reply: its total tokens, split into input and output where the provider
+    split them (None: it reported none)."""
+    if reply.tokens is None:
+        return None
+    if reply.input_tokens is None or reply.output_tokens is None:
+        return {"tokens": reply.tokens}
+    return {"tokens": reply.tokens, "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}
+
+
+def action_text(tool: str, args: Any, usage: dict[str, int] | None) -> str:
+    """The env action JSON (ASCII) for one call, with the reply's usage (:func:`reply_usage`) when given."""
     action: dict[str, Any] = {"tool": tool, "args": args}
-    if tokens is not None:
-        action["usage"] = {"tokens": tokens}
+    if usage is not None:
+        action["usage"] = usage
     return json.dumps(action)
 
 
@@ -126,7 +136,7 @@ def dropped_action(kind: str, reply: ModelReply, server: dict[str, Any] | None =
         said["server"] = server
     if reply.calls:
         said["calls"] = [{"name": c["name"][:200], "arguments": c["arguments"][:MAX_RAW]} for c in reply.calls[:8]]
-    return action_text("", {"dropped_reply": said}, reply.tokens)
+    return action_text("", {"dropped_reply": said}, reply_usage(reply))
 
 
 @dataclass
@@ -265,7 +275,7 @@ class Conversation:
         """The first env action of the model's reply (the rest queue up behind it); ``server``: what waiting for
         the server after a cut-off reply found (recorded in the dropped action)."""
         self._note = None
-        tokens = reply.tokens
+        tokens = reply_usage(reply)
         if reply.cut is not None or reply.finish_reason == "length":
             kind = reply.cut or "cut_off_length"
             limit = (f"max_call_s ({self.profile.max_call_s} s)" if kind == CUT_OFF_TIME
@@ -295,7 +305,7 @@ class Conversation:
         self._queue = []
         return self._send(_Pending(dropped_action(kind, reply, server), None, problem=note, kind=kind))
 
-    def _call(self, call: dict[str, Any], tokens: int | None) -> _Pending:
+    def _call(self, call: dict[str, Any], tokens: dict[str, int] | None) -> _Pending:
         call_id, name, raw = call["id"], call["function"]["name"], call["function"]["arguments"]
         try:
             args = json.loads(raw) if raw.strip() else {}

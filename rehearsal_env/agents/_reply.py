@@ -53,6 +53,10 @@ class ModelReply:
     """The provider's finish reason (``length``: it cut the reply at ``max_tokens`` itself)."""
     tokens: int | None = None
     """``usage.total_tokens`` the provider reported (None: none)."""
+    input_tokens: int | None = None
+    """``usage.prompt_tokens`` (None: not reported, or not adding up to ``tokens`` with the completion's)."""
+    output_tokens: int | None = None
+    """``usage.completion_tokens`` (None: as ``input_tokens``)."""
     chunks: int = 0
     """Streamed chunks with text or call content (0 when not streamed)."""
     cut: str | None = None
@@ -61,11 +65,20 @@ class ModelReply:
     """Whether the reply had a choice at all."""
 
 
+def _split(reply: ModelReply, usage: Any) -> None:
+    """The reply's prompt and completion tokens, where they add up to its total."""
+    prompt, completion = (getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens"))
+    if reply.tokens is not None and isinstance(prompt, int) and isinstance(completion, int) and _count(prompt) \
+            and _count(completion) and prompt + completion == reply.tokens:
+        reply.input_tokens, reply.output_tokens = prompt, completion
+
+
 def from_completion(completion: Any) -> ModelReply:
     """The reply in a (non-streamed) chat completion."""
     usage = getattr(completion, "usage", None)
     tokens = getattr(usage, "total_tokens", None) if usage is not None else None
     reply = ModelReply(tokens=tokens if _count(tokens) else None)
+    _split(reply, usage)
     choices = getattr(completion, "choices", None) or []
     if not choices:
         reply.choices = False
@@ -101,6 +114,7 @@ class Accumulator:
         usage = getattr(chunk, "usage", None)
         if usage is not None and _count(getattr(usage, "total_tokens", None)):
             reply.tokens = usage.total_tokens
+            _split(reply, usage)
         for choice in chunk.choices or ():
             self._seen_choice = True
             delta = choice.delta

@@ -12,7 +12,9 @@ world's code or a database, so that no action can make its own episode ``not_sco
 - text must be valid Unicode: a lone surrogate, raw in the action text or escaped in its JSON
   (``"\\ud800"``), is rejected (an escaped *pair* is one character and is fine);
 - ``"usage": {"tokens": N}`` needs an int ``0 <= N <=`` :data:`MAX_TOKENS`; anything else rejects the
-  action (its tool is not called), so a wrong usage never reaches the records;
+  action (its tool is not called), so a wrong usage never reaches the records; it may split N into
+  ``"input_tokens"`` and ``"output_tokens"`` (both, ints that add up to N, or neither), which records
+  carry so that a profile with different input and output prices is costed;
 - ``finish`` always ends the episode when its arguments are an object with a ``message``: an answer
   (or message) that is not valid text is recorded as given, as text (JSON of a number or a list, a lone
   surrogate or NUL as its ``\\u`` escape, cut at 4000 characters) and judged as any wrong answer is.
@@ -59,6 +61,10 @@ class Action:
     """The ``args`` value as sent (``{}`` when absent)."""
     tokens: int | None
     """Tokens reported in ``usage`` (None: no usage)."""
+    input_tokens: int | None = None
+    """Of ``tokens``, the input (prompt) tokens, when ``usage`` splits them."""
+    output_tokens: int | None = None
+    """Of ``tokens``, the output (completion) tokens, when ``usage`` splits them."""
 
 
 def record_text(text: str, limit: int | None = None) -> str:
@@ -128,7 +134,7 @@ def parse_action(action: object) -> Action:
     if extra:
         raise Rejected(f'malformed action: unexpected key(s) {record_text(str(extra), 200)}; send "tool", '
                        '"args" and optionally "usage"')
-    tokens = _tokens(data.get("usage")) if "usage" in data else None
+    tokens, split = _tokens(data.get("usage")) if "usage" in data else (None, None)
     name: str = data["tool"]
     args = data.get("args", {})
     if name == FINISH and isinstance(args, dict):
@@ -136,16 +142,25 @@ def parse_action(action: object) -> Action:
     if _has_surrogate(name) or _has_surrogate(args):
         raise Rejected("malformed action: a text value holds a lone surrogate (an unpaired \\ud800-\\udfff "
                        "escape is not valid Unicode); send valid text")
-    return Action(name, args, tokens)
+    return Action(name, args, tokens, *(split or (None, None)))
 
 
-def _tokens(usage: Any) -> int:
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+
+
+def _tokens(usage: Any) -> tuple[int, tuple[int, int] | None]:
+    """(tokens, (input, output) or None) of a ``usage`` object; Rejected when it is malformed."""
     tokens = usage.get("tokens") if isinstance(usage, dict) else None
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 0 <= tokens <= MAX_TOKENS:
+    parts = (usage.get("input_tokens"), usage.get("output_tokens")) if isinstance(usage, dict) else (None, None)
+    given = [p is not None for p in parts]
+    split_ok = not any(given) or (all(given) and all(map(_count, parts)) and sum(parts) == tokens)  # type: ignore[arg-type]
+    if not _count(tokens) or not split_ok:
         shown = record_text(json.dumps(usage, default=str), 120)
         raise Rejected(f'malformed action: "usage" must be {{"tokens": N}} with an integer 0 <= N <= '
-                       f"{MAX_TOKENS}, got {shown}; the call was not carried out")
-    return tokens
+                       f'{MAX_TOKENS}, optionally split as "input_tokens" and "output_tokens" adding up to N, got '
+                       f"{shown}; the call was not carried out")
+    return tokens, (parts if all(given) else None)  # type: ignore[return-value]
 
 
 def _as_answer(value: Any) -> str:

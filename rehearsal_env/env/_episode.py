@@ -207,6 +207,9 @@ class Episode:
         parsed = parse_action(action)
         if parsed.tokens is not None:
             self._n.tokens = (self._n.tokens or 0) + parsed.tokens
+        if parsed.input_tokens is not None and parsed.output_tokens is not None:
+            self._n.input_tokens = (self._n.input_tokens or 0) + parsed.input_tokens
+            self._n.output_tokens = (self._n.output_tokens or 0) + parsed.output_tokens
         name = parsed.tool
         if not name:  # e.g. a model agent's stand-in for a reply it dropped (cut off, empty): no call was made
             dropped = parsed.args.get("dropped_reply") if isinstance(parsed.args, dict) else None

@@ -43,6 +43,10 @@ class Counters:
     """Stress-layer refusals."""
     tokens: int | None = None
     """Tokens the agent reported (None: none reported)."""
+    input_tokens: int | None = None
+    """Of ``tokens``, the prompt (input) tokens the agent reported; None when it did not split them."""
+    output_tokens: int | None = None
+    """Of ``tokens``, the completion (output) tokens the agent reported; None when it did not split them."""
 
 
 def episode_metrics(n: Counters, *, ending: Ending, outcome: Outcome, checks: Sequence[CheckResult],
@@ -62,4 +66,6 @@ def episode_metrics(n: Counters, *, ending: Ending, outcome: Outcome, checks: Se
         turns=turns,
         tool_calls=n.tool_calls,
         tokens=n.tokens,
+        input_tokens=n.input_tokens,
+        output_tokens=n.output_tokens,
     )

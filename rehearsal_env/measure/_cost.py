@@ -3,9 +3,11 @@
 Prices come from the agent profile the run played (``run.json``'s ``agent_profile``, its ``[price]`` table:
 ``input_per_million`` and ``output_per_million``, in the profile's currency, USD unless it says), or are given
 (``measure.py --price IN,OUT``). An episode's cost is ``input_tokens x input price + output_tokens x output
-price`` (per million), from the records' ``input_tokens`` and ``output_tokens`` where they have them. The
-runner's records carry only the total ``tokens`` (``usage.total_tokens``) today; such episodes are costed only
-when both prices are equal (then the total suffices), and are otherwise counted and said. Episodes without
+price`` (per million), from the records' ``input_tokens`` and ``output_tokens`` where they have them. Records
+of version 5 carry them when the agent split its usage (the ``openai`` agent does, from each reply's
+``usage.prompt_tokens`` and ``usage.completion_tokens``); records with only the total ``tokens`` (older records,
+or an agent that reports a total) are costed only when both prices are equal (then the total suffices), and are
+otherwise counted and said. Episodes without
 measured tokens (external mode: the agent reported none) are counted apart and left out of the cost, never
 counted as free.
 

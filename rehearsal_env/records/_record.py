@@ -21,6 +21,9 @@ Version history (:data:`RECORD_VERSION`):
     4. ``tool_crashes``: every exception a world's tool raised while handling the agent's calls (returned
        to the agent as ``status: error``; the episode went on), with its traceback. Version 2 and 3 parts
        still read (the newer fields read as null).
+    5. ``input_tokens`` and ``output_tokens``: ``tokens`` split into the prompt and completion tokens the
+       agent reported, so a profile with different input and output prices is costed. Versions 2 to 4 still
+       read (the split reads as null: such episodes are costed only where the two prices are equal).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 from ..provenance import Provenance
 
-RECORD_VERSION = 4
+RECORD_VERSION = 5
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
 ROOT_EPISODE = "root"
 """What :func:`episode_kind` calls an episode that began at ``reset``: the only kind that is evidence."""
@@ -288,6 +291,11 @@ class EpisodeRecord:
     tools_sha: str | None = None
     """The tools offered to a model agent, by content hash: their JSON is ``prompts/<hash>.json`` in the run
     directory (null: not a model agent)."""
+    input_tokens: int | None = None
+    """Of ``tokens``, the input (prompt) tokens the agent reported (``usage.prompt_tokens`` summed); null when it
+    did not split them, and in records of version 4 and older."""
+    output_tokens: int | None = None
+    """Of ``tokens``, the output (completion) tokens the agent reported; null when it did not split them."""
 
     @property
     def is_root(self) -> bool:

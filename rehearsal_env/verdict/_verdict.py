@@ -68,6 +68,10 @@ class EpisodeMetrics:
     """Tool calls carried out or attempted against the application."""
     tokens: int | None = None
     """Tokens the agent reported with its actions; None when it reported none (external mode)."""
+    input_tokens: int | None = None
+    """Of ``tokens``, the prompt (input) tokens the agent reported; None when it did not split them."""
+    output_tokens: int | None = None
+    """Of ``tokens``, the completion (output) tokens the agent reported; None when it did not split them."""
 
 
 @dataclass(frozen=True)
