@@ -9,9 +9,11 @@ tried). Each job that remains: the request in words, the reference (read the res
 finish), goal checks and scope rules from the diff, the hard rules of the description's policies
 (a write that breaks one makes no job either: the next resource is tried), and wrong solutions from the stress layer:
 claim done having done nothing, do only the first write (jobs of two writes), and repeat the
-write, kept only where repeating it ends in another state than the reference's (for a write the
-application refuses to repeat, repeating is not wrong). Jobs of two writes pair two different
-writes on one resource. Splits come from the job id's hash: the same source gives the same jobs.
+write after an unknown outcome (the job injects that fault; the reference retries the operation, the
+wrong solution sends the write again), kept only where repeating it ends in another state than the
+reference's (for a write the application refuses to repeat, repeating is not wrong). Jobs of two
+writes pair two different writes on one resource. Splits come from the job id's hash: the same source
+gives the same jobs.
 """
 
 from __future__ import annotations
@@ -154,13 +156,15 @@ class Author:
         wrong = [{"name": "wrong:claim-done", "calls": [finish]}]
         if len(steps) > 1:
             wrong.append({"name": "wrong:first-step-only", "calls": [*first, writes[0], finish]})
-        if repeat_differs:
-            wrong.append({"name": "wrong:repeat-write", "calls": [*first, *writes, writes[-1], finish]})
+        faults = []
+        if repeat_differs:  # the stress layer's unknown outcome on the (last) write; a careful agent retries it
+            faults.append({"tool": writes[-1]["tool"], "kind": "unknown_outcome"})
+            wrong.append({"name": "wrong:repeat-write", "on_unknown": "repeat", "calls": [*first, *writes, finish]})
         return {"id": job_id, "split": split_of(job_id), "role": ROLE, "category": name, "request": request,
                 "scope": scope(self.world, changed), "goal_checks": goal_checks(self.world, changed),
                 "hard_rules": [*self.policy_rules, *hard_rules(self.world, changed)],
                 "reference": {"calls": [*first, *writes, finish]},
-                "wrong": wrong, "origin": "evidence", "evidence": {"changed": changed}}
+                "wrong": wrong, "faults": faults, "origin": "evidence", "evidence": {"changed": changed}}
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every evidence job, in a stable order."""

@@ -27,7 +27,7 @@ from typing import Any
 from ..agents import ScriptedAgent
 from ..checks import Check, CheckRefused
 from ..env import RehearsalEnv
-from ..scenarios import Scenario, Solution, ToolCall
+from ..scenarios import Fault, Scenario, Solution, ToolCall
 from ..versions import validate_scenario
 from ..worlds import World
 from ._runtime import LocalRuntime
@@ -95,11 +95,19 @@ def scenario_of(world: World, job: Mapping[str, Any]) -> Scenario:
     for w in job.get("wrong", []) or []:
         if not isinstance(w, dict) or not str(w.get("name", "")).startswith("wrong:"):
             raise Unfair(f"a wrong solution is {{name: 'wrong:...', calls}}; got {str(w)[:120]}")
-        wrong.append(Solution(str(w["name"]), _calls(w.get("calls"), tools)))
+        on_unknown = w.get("on_unknown", "retry_operation")
+        if on_unknown not in ("retry_operation", "repeat"):
+            raise Unfair(f"on_unknown is retry_operation or repeat; got {str(on_unknown)[:40]!r}")
+        wrong.append(Solution(str(w["name"]), _calls(w.get("calls"), tools), on_unknown=on_unknown))
+    faults = []
+    for f in job.get("faults", []) or []:
+        if not isinstance(f, dict) or f.get("tool") not in tools or f.get("kind") not in ("refuse", "unknown_outcome"):
+            raise Unfair(f"a fault is {{tool: a tool of the world, kind: refuse | unknown_outcome}}; got {str(f)[:99]}")
+        faults.append(Fault(f["tool"], f["kind"]))
     return Scenario(id=job["id"], world=world.name, split=job.get("split", "train"), role=role,
                     category=str(job.get("category", "other")), request=job["request"].strip(), goal_checks=goals,
                     hard_rules=_checks(job.get("hard_rules", []), "hard rules"),
-                    reference=Solution("reference", calls), wrong=tuple(wrong),
+                    reference=Solution("reference", calls), wrong=tuple(wrong), faults=tuple(faults),
                     scope=tuple(str(s) for s in job.get("scope", ())))
 
 

@@ -35,9 +35,10 @@ def scenario_toml(job: Mapping[str, Any]) -> str:
         "request": job["request"], "scope": list(job.get("scope", [])),
         "goal_checks": [_check(c) for c in job["goal_checks"]],
         "hard_rules": [_check(c) for c in job.get("hard_rules", [])],
+        "faults": [{"tool": f["tool"], "kind": f["kind"]} for f in job.get("faults", [])] or None,
         "reference": {"calls": calls}}, array=True)
     for w in job.get("wrong", []):
-        text += _toml.table("scenario.wrong", {"name": w["name"], "calls": [
+        text += _toml.table("scenario.wrong", {"name": w["name"], "on_unknown": w.get("on_unknown"), "calls": [
             {"tool": c["tool"], "args": dict(c.get("args", {}))} for c in w["calls"]]}, array=True)
     return text
 
