@@ -149,3 +149,15 @@ def test_tool_choice_required_starts_the_reply_with_a_call_of_one_of_the_tools()
     reply = collect(handler(llama, CONVERSATION[:2], TOOLS, stream=True, tool_choice="required"))
     assert llama.asked["prompt"].endswith("<|im_start|>assistant\n<tool_call>[\n")
     assert reply["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"order_id": 5}'
+
+
+def test_the_prompt_docs_models_shows_is_what_render_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text()
+    block = re.search(r"```python\n(from rehearsal_env.agents._chatml import render\n.*?)```", page, re.S)
+    shown = re.search(r"prints\n\n```text\n(.*?)```", page, re.S)
+    assert block is not None and shown is not None
+    exec(block.group(1), {})
+    assert capsys.readouterr().out == shown.group(1) + "\n"

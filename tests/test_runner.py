@@ -219,10 +219,12 @@ def test_resume_on_ray_completes_a_cut_short_serial_run(
     out = tmp_path / "run"
     with pytest.raises(_CutShort):
         run(config(), out, on_batch=_cut_after(2))
-    assert not (out / "summary.json").exists() and (out / RUN_FILE).exists()
+    assert (out / RUN_FILE).exists()
     before = _parts(out)
-    first = {(r.scenario, r.repeat) for p in part_files(out) for r in read_part(p)}  # unsealed until it finishes
+    first = {(r.scenario, r.repeat) for p in part_files(out) for r in read_part(p)}
     assert len(before) == 2 and len(first) == 10
+    stopped = json.loads((out / "summary.json").read_text())  # a stopped run is summarized and sealed as it is
+    assert stopped["episodes"] == 10 and {(r.scenario, r.repeat) for r in read_records(out)} == first
     played: list[EpisodeRecord] = []
     summary = run_on_ray(load_config(out), out, workers=2, resume=True, on_batch=played.extend)
     assert {k: v for k, v in _parts(out).items() if k in before} == before  # finished parts untouched

@@ -208,8 +208,9 @@ def write_summary(run: ResolvedRun, out: Path, records: Sequence[Summarized]) ->
     write_provenance(run.provenance, out)
     offered = store_prompts(run, out)
     profile = run.stamp.agent_profile
-    summary["world_tools_offered"] = offered
-    summary["tool_choice"] = profile.provider.tool_choice if offered is not None and profile is not None else None
+    if offered is not None and profile is not None:  # a model agent: what its requests carried
+        summary["world_tools_offered"] = offered
+        summary["tool_choice"] = profile.provider.tool_choice
     write_bytes_atomic(out / "summary.json", (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode())
     note_run_crashes(out, summary)
     return summary
