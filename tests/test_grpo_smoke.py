@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rehearsal_env.records import read_records
+from rehearsal_env.records import read_records, verify_run_dir
 
 SCRIPT = Path(__file__).parents[1] / "training" / "grpo_trl.py"
 
@@ -44,3 +44,12 @@ def test_two_grpo_steps_on_cpu_call_a_tool_and_the_dev_run_is_measured(tmp_path:
     assert len(records) == 2 and {r.split for r in records} == {"dev"}
     assert {r.agent for r in records} == {"grpo:smoke"} and {r.agent_version for r in records} == {"step-2"}
     assert "verified rate" in out and "resolution floor" in out  # measure.py read the dev run
+    # every rollout's episode was recorded, sealed, where measure.py reads it (the training run's reward curve)
+    (training,) = (tmp_path / "training").iterdir()
+    assert verify_run_dir(training) == []
+    rollouts = read_records(training)
+    assert len(rollouts) == 2 * 2 + 2  # 2 steps of 2 rollouts, and the 2 episodes the smoke's teaching opened
+    assert {r.agent for r in rollouts} == {"grpo:smoke"} and all(r.is_root for r in rollouts)
+    measured = subprocess.run([sys.executable, str(SCRIPT.parents[1] / "measure.py"), str(training)],
+                              capture_output=True, text=True, timeout=300, env=env)
+    assert measured.returncode == 0 and "verified rate" in measured.stdout, measured.stderr[-2000:]

@@ -94,7 +94,7 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
              for (folder, arm), a in zip(arms.items(), report["arms"], strict=True)}
     args = learn.parse_args(["--smoke", "--world", "analytics"])
     twice = learn.measure_arms(curve, final, report["times"], 2, args)
-    assert "HOLDOUT READ 2 TIMES for this --out (--reread-holdout)" in twice["text"]
+    assert "HOLDOUT READ 2 TIMES under this config (--reread-holdout)" in twice["text"]
     assert "HOLDOUT READ" not in report["text"]
 
     # the floor read afterwards (training/holdout_floor.py): refused without the flag, then counted as a reading

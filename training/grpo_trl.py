@@ -86,7 +86,7 @@ def tiny_model(tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
 
 
 def teach_one_tool_call(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerFast, rows: Any, environment: Any,
-                        steps: int = 60) -> str:
+                        steps: int = 200) -> str:
     """Fit the tiny model to answer the prompts of ``rows`` with one tool call, so that its rollouts run TRL's tool
     loop (our generated methods, their results, get_reward) instead of stopping at once. Returns the tool taught:
     the first one that needs no argument, else ``give_up``."""
@@ -173,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. the train split as prompts, and the world as TRL's environment_factory
     train = dataset(world, "train")
-    Environment = environment_class(world, split="train", profile=args.profile)
+    # every rollout's episode is recorded, sealed, under --out (measure.py reads the training run's rewards there)
+    Environment = environment_class(world, split="train", profile=args.profile, out=str(out / "training"),
+                                    agent=f"grpo:{args.model if not args.smoke else 'smoke'}", agent_version="training")
     if args.smoke:  # a random model never calls a tool: teach it one call, so the tool loop runs
         train = train.select(range(2))  # the two prompts the tiny model is taught to answer with a tool call
         taught = teach_one_tool_call(model, tokenizer, train, Environment())

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import learn
+from preregistration import Registered, record_reading
 
 import rehearsal_env
 from rehearsal_env.agents import ProfileStore
@@ -44,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
                          f"{marker.name} and holdout-{folder}/); {out} has not; run learn.py first")
     played = json.loads((out / f"holdout-{folder}" / "run.json").read_text())["config"]  # what learn.py ran
     profile = ProfileStore(out / "profiles").get(f"{played['agent']}@{played['agent_version']}")
-    reads = json.loads(marker.read_text())["reads"] + 1
-    marker.write_text(json.dumps({"reads": reads, "reread_flag": True}) + "\n")
+    report = out / "report.json"
+    config = json.loads(report.read_text()).get("config") if report.exists() else None
+    registered = Registered(**config) if config else None  # the reading counts against the run's own config
+    reads = record_reading(marker, registered, True)
     args = learn.parse_args(["--world", played["world"], "--out", str(out), "--seed", str(played["seed"]),
                              "--profile", str(played["reward_profile"])])
     world = rehearsal_env.load_world(args.world)

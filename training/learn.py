@@ -50,6 +50,7 @@ import matplotlib.pyplot as plt
 import torch
 from datasets import Dataset
 from gguf_export import export_gguf
+from preregistration import apply_config, category, record_reading
 from serve_model import served
 from sft_data import reference_conversations, sft_examples
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -62,6 +63,7 @@ from rehearsal_env.improve import improve
 from rehearsal_env.integrations.trl import dataset_rows, environment_class
 from rehearsal_env.measure import compare, format_comparison, load_run, summarize
 from rehearsal_env.runner import RunConfig, run
+from rehearsal_env.scenarios import Split
 from rehearsal_env.versions import NotPublished, build_and_publish, load_manifest
 
 ARMS = ("base", "improve", "sft", "sft+grpo")
@@ -106,7 +108,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/learn")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="tiny random llama, a few steps and scenarios")
-    return p.parse_args(argv)
+    p.add_argument("--holdout-categories", default="",
+                   help="comma-separated scenario categories (templates, e.g. refund-item) held out whole: never "
+                        "trained on or evaluated on dev; holdout is then their holdout scenarios only")
+    p.add_argument("--config", default="", help="a committed TOML file of these options (pre-registration): it fixes "
+                                                "every setting; holdout is read only while git holds it unchanged")
+    argv = sys.argv[1:] if argv is None else argv
+    args = p.parse_args(argv)
+    args.registered = apply_config(p, args, argv)
+    return args
 
 
 def default_gguf() -> Path:
@@ -205,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     if marker.exists() and not args.no_holdout and not args.reread_holdout:  # refuse before any work
         raise SystemExit(f"learn.py: error: holdout was already read for {out} ({marker}); choose on dev and "
                          "report that first reading, or pass --reread-holdout (the report will show it)")
+    registered = args.registered
+    if registered is not None and not registered.committed and not args.no_holdout and not args.smoke:
+        raise SystemExit(f"learn.py: error: --config {registered.path} is not committed unchanged, so its holdout "
+                         "reading would not be pre-registered; commit it first, or pass --no-holdout")
     if args.smoke:
         args.train_scenarios, args.dev_scenarios, args.holdout_scenarios = 2, 2, 2
         args.grpo_steps, args.num_generations, args.max_completion_length = 1, 2, 32
@@ -227,9 +241,18 @@ def main(argv: list[str] | None = None) -> int:
     model.to(args.device)
     times["load_s"] = time.monotonic() - t0
 
-    train = [s.id for s in world.scenarios("train")][: args.train_scenarios or None]
-    dev = [s.id for s in world.scenarios("dev")][: args.dev_scenarios or None]
-    holdout = [s.id for s in world.scenarios("holdout")][: args.holdout_scenarios or None]
+    held = {c.strip() for c in args.holdout_categories.split(",") if c.strip()}  # whole categories never trained on
+    unknown = held - {category(s.id) for s in world.scenarios()}
+    if unknown:
+        raise SystemExit(f"learn.py: error: --holdout-categories names {sorted(unknown)}, not categories of world "
+                         f"{world.name}: {sorted({category(s.id) for s in world.scenarios()})}")
+
+    def chosen(split: Split, measured: bool) -> list[str]:
+        return [s.id for s in world.scenarios(split) if not held or (category(s.id) in held) == measured]
+
+    train = chosen("train", False)[: args.train_scenarios or None]
+    dev = chosen("dev", False)[: args.dev_scenarios or None]
+    holdout = chosen("holdout", True)[: args.holdout_scenarios or None]
     print(f"model {source}{' (smoke: tiny random llama)' if args.smoke else ''}: "
           f"{sum(p.numel() for p in model.parameters()):,} parameters; {len(train)} train, {len(dev)} dev, "
           f"{len(holdout)} holdout scenarios", flush=True)
@@ -294,7 +317,10 @@ def main(argv: list[str] | None = None) -> int:
             row["prompt"][0]["content"] = given_for("", world, world.scenario(row["scenario"]))["system"][1]
         turn_limit = max(s.turn_limit for s in world.scenarios("train"))
         grpo = GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows),
-                           environment_factory=environment_class(world, split="train", profile=args.profile),
+                           environment_factory=environment_class(world, split="train", profile=args.profile,
+                                                                 out=str(out / "grpo-episodes"),
+                                                                 agent=f"learn-{world.name}-grpo",
+                                                                 agent_version="training"),
                            args=GRPOConfig(output_dir=str(out / "grpo"), max_steps=args.grpo_steps,
                                            learning_rate=args.grpo_lr, num_generations=args.num_generations,
                                            per_device_train_batch_size=args.num_generations,
@@ -315,8 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         final: dict[str, Any] = {}
         reads = 0
         if not args.no_holdout:
-            reads = json.loads(marker.read_text())["reads"] + 1 if marker.exists() else 1
-            marker.write_text(json.dumps({"reads": reads, "reread_flag": args.reread_holdout}) + "\n")
+            reads = record_reading(marker, registered, args.reread_holdout)
             for arm in profiles:
                 final[arm] = evaluate(profiles[arm], gguf[arm], arm, "holdout", holdout, servers.url(gguf[arm]),
                                       out, args, world, repeats=args.holdout_repeats if arm == "sft+grpo" else 1)
@@ -375,7 +400,7 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
     improved: dict[str, Any] | None = None
     if final:
         if reads > 1:
-            lines.append(f"HOLDOUT READ {reads} TIMES for this --out (--reread-holdout): not a first reading")
+            lines.append(f"HOLDOUT READ {reads} TIMES under this config (--reread-holdout): not a first reading")
         (base,) = load_run(final["base"]["run"])
         for arm in ("sft+grpo", "improve"):  # A = the arm, B = base: A - B is the gain
             if arm not in final:
@@ -395,8 +420,18 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
                 paired = figures
             else:
                 improved = figures
+    registered = args.registered
+    lines[:0] = [f"pre-registered: {registered.path} sha256 {registered.sha256[:16]}"
+                 f"{'' if registered.committed else ' (NOT committed: not a pre-registered reading)'}"
+                 if registered is not None else "not pre-registered (no --config): settings chosen on the command line",
+                 "holdout: " + (f"categories {args.holdout_categories} held out whole" if args.holdout_categories
+                                else "by scenario"),
+                 ""]
     return {"dev": dev, "arms": rows, "paired": paired, "improve_vs_base": improved, "times": times,
-            "holdout_reads": reads, "smoke": args.smoke, "text": "\n".join(lines)}
+            "holdout_reads": reads, "smoke": args.smoke, "holdout_categories": args.holdout_categories,
+            "config": None if registered is None else {"path": registered.path, "sha256": registered.sha256,
+                                                       "committed": registered.committed},
+            "text": "\n".join(lines)}
 
 
 def plot_curve(dev: list[dict[str, Any]], path: Path) -> None:

@@ -31,10 +31,11 @@ from ._session import (
     StepConflict,
     Unauthorized,
 )
-from ._table import Journal, SessionTable
+from ._table import ENDINGS, Journal, SessionTable
 from ._view import HOLDOUT_FIELDS, detail_view, ending_view, verdict_view
 
 __all__ = [
+    "ENDINGS",
     "HOLDOUT_FIELDS",
     "LOCAL",
     "MAX_CHECKPOINT_BYTES",

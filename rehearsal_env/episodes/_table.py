@@ -45,6 +45,7 @@ ENDINGS = {
     "idle_timeout": "the client sent no step for {idle:g} s; the server ended the episode",
     "server_shutdown": "the server stopped while the episode was open; an open episode counts as given up",
     "replaced": "the trainer started another episode on this environment before this one ended",
+    "process_exit": "the trainer's process ended while the episode was open; an open episode counts as given up",
 }
 """Why an open episode was ended for its agent (the ``give_up`` reason in its trace), by ``ended_by``."""
 

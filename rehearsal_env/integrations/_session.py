@@ -12,8 +12,9 @@ nothing, for a caller that records elsewhere).
 A trainer's rollout can end without an ending tool (TRL's ends when the model stops calling tools);
 :meth:`Session.settle` then ends the episode with ``give_up`` and :data:`~._prompt.STOPPED_REASON`, one more step
 through the same contract, so the verdict and reward are those of the Gymnasium env given the same actions followed
-by that ``give_up``. Starting another episode before one ended, or closing the session, ends the open one for its
-agent (``give_up``) and records it: leaving an episode open never keeps it out of the numbers.
+by that ``give_up``. Starting another episode before one ended, closing the session, or the process exiting with a
+session never closed ends the open one for its agent (``give_up``) and records it: leaving an episode open never
+keeps it out of the numbers.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..tools import Tool
 from ..verdict import Verdict
 from ..worlds import World
 from ._prompt import STOPPED_REASON
-from ._recording import recorder
+from ._recording import closed, on_exit, recorder
 
 ENDED = {"status": "not_run", "error": "the episode has ended; this call was not carried out"}
 """The result of a call after the episode ended (e.g. a parallel call after ``finish``)."""
@@ -100,12 +101,19 @@ class Session:
         """Start ``scenario`` on a database in the snapshot state; return the first observation (the customer's
         request). An episode still open is ended first (``give_up``) and recorded."""
         chosen = scenario if isinstance(scenario, Scenario) else self.world.scenario(scenario)
-        if self._hosted is not None and self._hosted.env is not None:
-            self._table.end(self._hosted, "replaced")
+        self.end_open("replaced")
+        if self._table.recorder is not None:  # held until closed: at exit an episode still open is recorded
+            on_exit(self)
         self._hosted = self._table.create(TRAINER, self.world, chosen, seed=seed, profile=self.profile,
                                           agent=self.agent, agent_version=self.agent_version)
         self.env, self.last_reward = self._hosted.env, 0.0
         return self._hosted.opening
+
+    def end_open(self, by: str) -> None:
+        """End the open episode for its agent (``give_up``, with the reason ``by`` names in
+        :data:`~rehearsal_env.episodes.ENDINGS`), recorded; nothing when none is open."""
+        if self._hosted is not None and self._hosted.env is not None:
+            self._table.end(self._hosted, by)
 
     def _session(self) -> Hosted:
         if self._hosted is None:
@@ -162,3 +170,4 @@ class Session:
         self._table.close()
         if self._table.recorder is not None:
             self._table.recorder.flush()
+        closed(self)
