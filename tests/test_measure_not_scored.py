@@ -11,7 +11,9 @@ bounds are printed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import random
 import tempfile
@@ -27,6 +29,7 @@ from published import publish_content
 import measure
 from rehearsal_env.agents import AgentProfile, Endpoint, Sampling
 from rehearsal_env.agents.testing import ModelServer, Reply
+from rehearsal_env.cli import main as rehearsal
 from rehearsal_env.measure import (
     B_HIGHER,
     BUDGET,
@@ -55,9 +58,9 @@ Key = tuple[str, int]  # (scenario, the request's seed: the reset seed, i.e. the
 class Provider(ModelServer):
     """The scripted server as a dishonest endpoint: it loses ``lose`` (gives up) and fails ``fail`` instead."""
 
-    def __init__(self, lose: frozenset[Key], fail: dict[Key, str] | None = None) -> None:
+    def __init__(self, lose: frozenset[Key], fail: dict[Key, str] | None = None, model: str | None = None) -> None:
         super().__init__(world=SHOP)
-        self.lose, self.fail = lose, fail or {}
+        self.lose, self.fail, self.model = lose, fail or {}, model
         self.dark = False
         """While an episode failed by a timeout plays, the endpoint answers nothing at all (a live endpoint that is
         merely slow is the agent's own cut-off, never a provider failure)."""
@@ -79,6 +82,9 @@ class Provider(ModelServer):
         return self
 
     def answer(self, body: dict[str, Any], authorization: str | None = None) -> Reply:
+        if self.model is not None and body.get("model") != self.model:
+            self.dark = False
+            return super().answer(body, authorization)  # another model on this endpoint: played honestly
         scenario = self._scenario(body.get("messages") or [])
         key = ("" if scenario is None else scenario.id, int(body.get("seed") or 0))
         mode = self.fail.get(key)
@@ -277,3 +283,20 @@ def test_rehearsal_compare_never_decides_what_the_honest_comparison_did_not(tmp_
     assert gone and marker["left_out_pairs"] == gone
     last = marker["looks"][-1]
     assert last["not_scored_pairs"] == gone and last["worst"] is not None and last["best"] is not None
+
+
+def test_the_cli_compare_says_not_decided_with_both_extremes(tmp_path: Path) -> None:
+    """``rehearsal compare openai:a openai:b`` on one endpoint that loses about half of a's scenarios and then
+    fails exactly those: each look prints both extremes, and the end says not decided, never "A higher"."""
+    scenarios = _scenarios()
+    lose = frozenset((s, 0) for i, s in enumerate(scenarios) if i % 2)  # no sampling seed: the request's is none
+    args = ["compare", "openai:a", "openai:b", "--world", "shop", "--split", "dev", "--max-episodes", "60",
+            "--model-timeout", str(TIMEOUT_S), "--model-retries", "0"]
+    out = io.StringIO()
+    with Provider(lose, {key: MODES[i % 3] for i, key in enumerate(sorted(lose))}, model="a") as server, \
+            contextlib.redirect_stdout(out):
+        assert rehearsal([*args, "--base-url", server.base_url, "--out", str(tmp_path / "cmp")]) == 0
+    text = out.getvalue()
+    assert "pair(s) with a not-scored episode: as failures of A" in text
+    assert "A's verified rate is higher" not in text
+    assert "not decided: " in text or "B's verified rate is higher" in text, text

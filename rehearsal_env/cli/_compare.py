@@ -63,10 +63,16 @@ def _bounds(look: Look) -> str:
     """The two extremes of the not-scored pairs, printed beside the interval of the scored ones ('' when none)."""
     if look.worst is None or look.best is None:
         return ""
+    return f"; {look.not_scored_pairs} pair(s) with a not-scored episode: {_extremes(look)}"
+
+
+def _extremes(look: Look) -> str:
+    """A - B, its interval and decision with the not-scored episodes as failures of A, and as successes."""
+    if look.worst is None or look.best is None:
+        return ""
     (we, wl, wh, wd), (be, bl, bh, bd) = look.worst, look.best
-    return (f"; {look.not_scored_pairs} pair(s) with a not-scored episode: as failures of A {we:+.3f} "
-            f"[{wl:+.3f}, {wh:+.3f}]{' ' + wd if wd else ''}, as successes of A {be:+.3f} [{bl:+.3f}, {bh:+.3f}]"
-            f"{' ' + bd if bd else ''}")
+    return (f"as failures of A {we:+.3f} [{wl:+.3f}, {wh:+.3f}]{' ' + wd if wd else ''}, as successes of A "
+            f"{be:+.3f} [{bl:+.3f}, {bh:+.3f}]{' ' + bd if bd else ''}")
 
 
 def _line(look: Look, episodes: int) -> str:
@@ -112,8 +118,9 @@ def handle(args: argparse.Namespace) -> int:
               f"than {lo}'s (A - B = {final.estimate:+.3f}, anytime-valid 95% interval "
               f"[{final.low:+.3f}, {final.high:+.3f}])")
     elif result.decision == NOT_DECIDED:
-        print(f"not decided: {result.left_out} pair(s) with an episode not scored ({_causes(result)}); counted as "
-              f"the worst and as the best outcome for A they decide differently{_bounds(final)}. The scored pairs "
+        print(f"not decided: {result.left_out} pair(s) with an episode not scored ({_causes(result)}), which "
+              f"decide differently counted as the worst and as the best outcome for A: {_extremes(final)}. The "
+              "scored pairs "
               f"alone: A - B = {final.estimate:+.3f}, anytime-valid 95% interval [{final.low:+.3f}, {final.high:+.3f}]"
               "; fix the failing part and compare again")
     elif result.decision == BUDGET:

@@ -1,5 +1,6 @@
-"""Readiness: "Ready to pilot" or "Needs work" for an agent version on a world version, from records."""
+"""Readiness: "Ready to pilot", "Needs work" or "Not decided" for an agent version on a world version, from records."""
 
+from ._format import format_readiness
 from ._rules import (
     MAX_NOT_SCORED_SHARE,
     MIN_SCORED,
@@ -9,7 +10,6 @@ from ._rules import (
     READY,
     Readiness,
     assess,
-    format_readiness,
     readiness_of,
 )
 from ._runs import RunRecords, assess_runs, read_run
