@@ -16,13 +16,16 @@ same run:
   (``post_comment``, each its own committed transaction in the application, the email emulator
   called), and the bare HTTP request without the env, for the env's own overhead.
 
-Medians, and the ratio restart / reset. Restarts are few (each takes seconds).
+Medians, and the ratio restart / reset. Restarts are few (each takes seconds). The report also
+says what the sandbox enforced while it was measured (issue 32): whether the host rule was in place
+and the application container's limits, so a figure before and after hardening can be told apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import time
 from typing import Any
@@ -39,6 +42,21 @@ def _median_ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000, 3)
 
 
+def _enforced(db: SandboxDatabase) -> dict[str, Any]:
+    """What the running sandbox enforces (read from Docker and the INPUT chain, not from our settings)."""
+    import subprocess
+
+    network = db.sandbox.network.id[:12]
+    rules = subprocess.run(["iptables", "-w", "-S", "INPUT"], capture_output=True, text=True).stdout \
+        if shutil.which("iptables") else ""
+    app = db.sandbox.containers.get("app")
+    host = app.container.attrs["HostConfig"] if app is not None else {}
+    return {"host_rule": f"br-{network}" in rules, "user": app.container.attrs["Config"]["User"] if app else None,
+            "read_only": host.get("ReadonlyRootfs"), "cap_drop": host.get("CapDrop"),
+            "pids": host.get("PidsLimit"), "memory_mb": (host.get("Memory") or 0) >> 20,
+            "cpus": (host.get("NanoCpus") or 0) / 1e9}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--world", default="reviews")
@@ -53,6 +71,7 @@ def main() -> None:
     db = open_database(world, "docker")
     assert isinstance(db, SandboxDatabase)
     first_start = time.perf_counter() - started
+    enforced = _enforced(db)
     times: dict[str, list[float]] = {"reset": [], "reset_restore_only": [], "restart": [],
                                      "step_http_read": [], "step_http_write": [], "bare_http_read": []}
     try:
@@ -99,7 +118,7 @@ def main() -> None:
 
     medians = {k: _median_ms(v) for k, v in times.items() if v}
     report: dict[str, Any] = {
-        "world": world.name, "first_start_s": round(first_start, 2),
+        "world": world.name, "first_start_s": round(first_start, 2), "enforced": enforced,
         "median_ms": medians, "counts": {k: len(v) for k, v in times.items()},
         "restart_over_reset": round(medians["restart"] / medians["reset"], 1),
         "restart_over_restore_only": round(medians["restart"] / medians["reset_restore_only"], 1),
@@ -107,7 +126,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"world {world.name}: sandbox first start {first_start:.1f}s")
+    print(f"world {world.name}: sandbox first start {first_start:.1f}s; enforced: {enforced}")
     for key, value in medians.items():
         print(f"  {key:<20} median {value:>10.2f} ms  (n={len(times[key])})")
     print(f"  restart / reset (verified): {report['restart_over_reset']}x; "

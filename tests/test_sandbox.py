@@ -144,13 +144,18 @@ def test_leftovers_of_a_dead_owner_are_removed(sandbox: SandboxDatabase) -> None
     from rehearsal_env.sandbox._docker import OWNER, docker_client
 
     dead = f"{socket.gethostname()}-{2**22 + 12345}"  # above pid_max's default: no such process
+    from rehearsal_env.sandbox._hostguard import guarded_networks, install_guard
+
     network = docker_client().networks.create("rh-test-leftover", internal=True,
                                               labels={LABEL: "network", OWNER: dead})
+    install_guard(network.id)
+    assert network.id[:12] in guarded_networks()
     assert clean_leftovers(again=True) >= 1
     import docker.errors
 
     with pytest.raises(docker.errors.NotFound):
         docker_client().networks.get(network.id)
+    assert network.id[:12] not in guarded_networks()  # its host rule went with it
 
 
 def test_rehearsal_run_picks_the_sandbox_for_a_world_whose_tools_call_its_application(

@@ -181,6 +181,39 @@ def test_the_world_page_measures_the_host_and_says_what_it_tried(sandbox: Sandbo
     assert "listening TCP port" in host.detail and "bridge gateway" in host.detail, host.detail
 
 
+def test_without_iptables_the_sandbox_does_not_start_and_says_how_to_fix_it(
+        reviews: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _require_docker()
+    from rehearsal_env.sandbox import SandboxFailed
+    from rehearsal_env.sandbox._docker import docker_client
+
+    before = {n.id for n in docker_client().networks.list()}
+    monkeypatch.setenv("PATH", str(tmp_path))  # this machine without iptables
+    with pytest.raises(SandboxFailed) as failed:
+        open_database(reviews, "docker")
+    message = str(failed.value)
+    assert "\n" not in message and "iptables is not installed" in message, message
+    assert "apt-get install iptables" in message and "REHEARSAL_SANDBOX_HOST_OPEN=1" in message, message
+    assert {n.id for n in docker_client().networks.list()} <= before  # its network went with it
+
+
+def test_a_sandbox_opened_without_the_host_rule_is_measured_as_reaching_the_host(
+        reviews: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The opt-out exists, and the world page's measurement is not vacuous: without the rule it sees the host."""
+    _require_docker()
+    from rehearsal_env.sandbox._hostguard import guarded_networks
+
+    monkeypatch.setenv("REHEARSAL_SANDBOX_HOST_OPEN", "1")
+    db = open_database(reviews, "docker")
+    assert isinstance(db, SandboxDatabase)
+    try:
+        assert db.sandbox.network.id[:12] not in guarded_networks()
+        host = next(f for f in db.isolation_facts() if f.name == "host")
+        assert not host.holds and "answered" in host.detail and "reachable" in host.detail, host.detail
+    finally:
+        db.close()
+
+
 # -- limits ---------------------------------------------------------------------------------------------------
 def test_the_application_runs_unprivileged_and_read_only(sandbox: SandboxDatabase) -> None:
     script = ("import os\nst = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines() "
@@ -308,6 +341,29 @@ def _crashy_world(tmp_path: Path) -> World:
     assert anchor in text
     server.write_text(text.replace(anchor, anchor + _CRASHING.lstrip("\n")))
     return load_world(str(folder))
+
+
+@pytest.mark.parametrize(("table", "problem"), [
+    ("pids = 100\nmemory_mb = 256\ncpus = 0.5", None),
+    ("pids = 5", "[application.limits] pids = 5 is not a whole number from 16 to 32768"),
+    ("memory_mb = \"lots\"", "[application.limits] memory_mb = 'lots' is not a whole number"),
+    ("swap_mb = 10", "[application.limits] has no field 'swap_mb'"),
+])
+def test_a_world_declares_its_limits(tmp_path: Path, table: str, problem: str | None) -> None:
+    """No Docker needed: what [application.limits] accepts (absent fields keep their defaults)."""
+    from rehearsal_env.worlds import ApplicationLimits, WorldFolderError
+
+    folder = tmp_path / "reviews"
+    shutil.copytree(REPO / "worlds" / "reviews", folder)
+    with (folder / "world.toml").open("a") as f:
+        f.write(f"\n[application.limits]\n{table}\n")
+    if problem is not None:
+        with pytest.raises(WorldFolderError) as refused:
+            load_world(str(folder))
+        assert problem in str(refused.value) and "Fix:" in str(refused.value), refused.value
+        return
+    app = application_of(load_world(str(folder)))
+    assert app is not None and app.limits == ApplicationLimits(memory_mb=256, pids=100, cpus=0.5)
 
 
 def _step(env: RehearsalEnv, tool: str, **args: Any) -> tuple[dict[str, Any], bool]:

@@ -38,10 +38,8 @@ closed, or at exit (a finalizer takes no lock; see :func:`close_unclosed`).
 from __future__ import annotations
 
 import json
-import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -52,6 +50,7 @@ from ..backends import Database, DatabaseError, DatabaseSpec, Dialect, digest, o
 from ..verdict import NotScoredCause, NotScoredError
 from ..worlds import ApplicationSpec, World, application_of
 from . import _approle
+from ._closing import close_parts, close_unclosed, close_unclosed_at_exit, defer_close
 from ._docker import SandboxError
 from ._images import folder_image
 from ._isolation import SandboxFact, measure_isolation
@@ -68,55 +67,6 @@ class SandboxFailed(NotScoredError, DatabaseError):
 
     def __reduce__(self) -> tuple[type[SandboxFailed], tuple[str, NotScoredCause]]:
         return type(self), (str(self), self.cause)  # travels back from a Ray actor as itself
-
-
-def _close(sandbox: Sandbox, inner: Database | None, http: httpx.Client | None) -> None:
-    """Close the HTTP client and the env database, and remove the sandbox (never from a finalizer: each takes locks)."""
-    for closer in (http.close if http else None, inner.close if inner else None, sandbox.close):
-        if closer is None:
-            continue
-        try:
-            closer()
-        except Exception:  # best effort at shutdown; leftovers are removed by the next start
-            pass
-
-
-_Parts = tuple[Sandbox, Database | None, httpx.Client | None]
-_UNCLOSED: deque[_Parts] = deque()
-"""Sandboxes the garbage collector freed without :meth:`SandboxDatabase.close`, waiting to be closed."""
-_AT_EXIT = threading.Lock()
-_EXIT_DRAIN: list[weakref.finalize[Any, Any]] = []
-"""The finalizer that runs :func:`close_unclosed` at exit (see :func:`_close_unclosed_at_exit`)."""
-
-
-def _defer_close(sandbox: Sandbox, inner: Database | None, http: httpx.Client | None) -> None:
-    """The finalizer of a :class:`SandboxDatabase` never closed: queue its close for :func:`close_unclosed`.
-
-    It takes no lock: the collector runs it wherever an allocation triggers it, also while this thread holds a
-    lock that closing takes (the PostgreSQL cluster's admin lock, the HTTP and Docker clients' pool locks), which
-    would deadlock the process."""
-    _UNCLOSED.append((sandbox, inner, http))  # one atomic append: no lock
-
-
-def close_unclosed() -> int:
-    """Close the sandboxes freed without ``close()``; the number closed. Called when a sandbox is started or
-    closed, and at interpreter exit; never from a finalizer."""
-    closed = 0
-    while True:
-        try:
-            parts = _UNCLOSED.popleft()
-        except IndexError:
-            return closed
-        _close(*parts)
-        closed += 1
-
-
-def _close_unclosed_at_exit() -> None:
-    """Have :func:`close_unclosed` run at exit, after the finalizers of the sandboxes still open then (once per
-    process): a finalizer made before any sandbox's, and the remaining finalizers run newest first at exit."""
-    with _AT_EXIT:
-        if not _EXIT_DRAIN:
-            _EXIT_DRAIN.append(weakref.finalize(_UNCLOSED, close_unclosed))
 
 
 class SandboxDatabase:
@@ -146,8 +96,8 @@ class SandboxDatabase:
             self.sandbox = Sandbox(spec.name, spec.now)
         except SandboxError as exc:
             raise SandboxFailed(str(exc)) from exc
-        _close_unclosed_at_exit()  # before this sandbox's finalizer (see there)
-        self._finalizer = weakref.finalize(self, _defer_close, self.sandbox, None, None)
+        close_unclosed_at_exit()  # before this sandbox's finalizer (see there)
+        self._finalizer = weakref.finalize(self, defer_close, self.sandbox, None, None)
         close_unclosed()  # sandboxes freed without close() since the last one was started or closed
         started = time.perf_counter()
         try:
@@ -170,7 +120,7 @@ class SandboxDatabase:
         box.wait_for_database()
         self._inner = open_database(self.world, "postgres", dsn=box.admin_dsn())
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _defer_close, box, self._inner, None)
+        self._finalizer = weakref.finalize(self, defer_close, box, self._inner, None)
         dbname = getattr(self._inner, "name", None)  # the PostgreSQL backend's env database, which the app uses
         if not isinstance(dbname, str):
             raise DatabaseError("the PostgreSQL backend did not name its env database; the app cannot find it")
@@ -215,7 +165,7 @@ class SandboxDatabase:
             self._http.close()
         self._http = httpx.Client(base_url=base, timeout=httpx.Timeout(30.0, connect=5.0))
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _defer_close, self.sandbox, self._inner, self._http)
+        self._finalizer = weakref.finalize(self, defer_close, self.sandbox, self._inner, self._http)
 
     def _wait_http(self, url: str, role: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -357,7 +307,7 @@ class SandboxDatabase:
         without ``close()`` since, see :func:`close_unclosed`)."""
         found = self._finalizer.detach()
         if found is not None:
-            _close(*found[2])
+            close_parts(*found[2])
         self._inner, self._http = None, None
         close_unclosed()
 
