@@ -30,8 +30,6 @@ from ._evidence import diff, goal_checks, hard_rules, scope
 from ._explore import Explored, fill_path, resource_of
 from ._runtime import LocalRuntime
 
-ROLE = "operator"
-"""The role every compiled tool belongs to (the description's headers say who it acts as)."""
 TRIES_PER_WRITE = 48
 """Resources tried per write operation."""
 JOBS_PER_WRITE = 5
@@ -75,7 +73,7 @@ def _field_values(answers: Mapping[str, Any], name: str) -> list[Any]:
 
 
 def _call(op: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"tool": op["name"], "args": dict(args)}
+    return {"tool": op.get("tool", op["name"]), "args": dict(args)}
 
 
 def _send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
@@ -86,7 +84,7 @@ def _send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any],
     sends_body = op["method"] in ("POST", "PUT", "PATCH")
     status, _ = runtime.request(op["method"], fill_path(op["path"], {k: args[k] for k in path_args}),
                                 query=query, body=body if sends_body else None,
-                                headers={**headers, "Idempotency-Key": key})
+                                headers={**headers, **op.get("headers", {}), "Idempotency-Key": key})
     return status
 
 
@@ -101,12 +99,14 @@ def _phrase(op: Mapping[str, Any], args: Mapping[str, Any]) -> str:
 class Author:
     """Evidence-based jobs on one running world (see the module docstring)."""
 
-    def __init__(self, world: World, runtime: LocalRuntime, ops: Sequence[Mapping[str, Any]], explored: Explored,
-                 headers: Mapping[str, str], seed: int, policy_rules: Sequence[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, world: World, runtime: LocalRuntime, ops: Sequence[Mapping[str, Any]],
+                 writes: Sequence[Mapping[str, Any]], explored: Explored, headers: Mapping[str, str], seed: int,
+                 policy_rules: Sequence[Mapping[str, Any]] = ()) -> None:
         self.world, self.runtime, self.explored, self.headers, self.seed = world, runtime, explored, headers, seed
         self.policy_rules = [dict(r) for r in policy_rules]
         self.reads = {o["path"]: o for o in ops if o["method"] == "GET"}
-        self.writes = [o for o in ops if o["method"] != "GET"]
+        self.writes = list(writes)
+        """Write tools: an operation with its ``tool`` name, the ``role`` that has it and the ``headers`` it sends."""
         self.tried: list[dict[str, Any]] = []
 
     def _candidates(self, op: Mapping[str, Any], binding: Mapping[str, Any], answer: Any) -> list[dict[str, Any]]:
@@ -149,7 +149,7 @@ class Author:
         first = [_call(read, binding)] if read else []
         writes = [_call(op, args) for op, args in steps]
         finish = {"tool": "finish", "args": {"message": "Done."}}
-        name = "-then-".join(op["name"] for op, _ in steps)
+        name = "-then-".join(op.get("tool", op["name"]) for op, _ in steps)
         job_id = _slug(name, *binding.values(), *[v for _, a in steps for k, v in a.items() if k not in binding
                                                   and isinstance(v, str) and len(v) <= 20])
         request = "Please " + ", then ".join(_phrase(op, args) for op, args in steps) + "."
@@ -160,7 +160,8 @@ class Author:
         if repeat_differs:  # the stress layer's unknown outcome on the (last) write; a careful agent retries it
             faults.append({"tool": writes[-1]["tool"], "kind": "unknown_outcome"})
             wrong.append({"name": "wrong:repeat-write", "on_unknown": "repeat", "calls": [*first, *writes, finish]})
-        return {"id": job_id, "split": split_of(job_id), "role": ROLE, "category": name, "request": request,
+        role = str(steps[0][0].get("role", "operator"))
+        return {"id": job_id, "split": split_of(job_id), "role": role, "category": name, "request": request,
                 "scope": scope(self.world, changed), "goal_checks": goal_checks(self.world, changed),
                 "hard_rules": [*self.policy_rules, *hard_rules(self.world, changed)],
                 "reference": {"calls": [*first, *writes, finish]},
@@ -173,7 +174,7 @@ class Author:
         for op in self.writes:
             resource = resource_of(self.explored, op["path"])
             bindings = list(self.explored.bindings.get(resource or "", ()))
-            random.Random(f"{self.seed}:{op['name']}").shuffle(bindings)
+            random.Random(f"{self.seed}:{op['name']}").shuffle(bindings)  # the same order for every role
             kept: dict[Any, int] = {}
             for binding in bindings[:TRIES_PER_WRITE]:
                 answer = self.explored.answers.get(f"GET {fill_path(resource, binding)}") if resource else None
@@ -183,14 +184,14 @@ class Author:
                         continue
                     statuses, changed = self._run([(op, args)])
                     breaks = self.broken()
-                    self.tried.append({"tool": op["name"], "args": args, "status": statuses[0],
+                    self.tried.append({"tool": op["tool"], "args": args, "status": statuses[0],
                                        "changed": bool(changed), "breaks": breaks})
                     if not 200 <= statuses[0] < 300 or not changed or breaks:
                         continue
                     _, twice = self._run([(op, args), (op, args)])
                     out.append(self._job([(op, args)], resource, binding, changed, twice != changed))
                     kept[variant] = kept.get(variant, 0) + 1
-                    done.setdefault(op["name"], []).append((resource, binding, args))
+                    done.setdefault(op["tool"], []).append((resource, binding, args))
                     break
         out += self._pairs(done)
         seen: set[str] = set()
@@ -205,12 +206,14 @@ class Author:
                ) -> list[dict[str, Any]]:
         """Jobs of two writes: each write's first job, then the next write on the same resource."""
         out: list[dict[str, Any]] = []
-        ops = [o for o in self.writes if done.get(o["name"])]
+        ops = [o for o in self.writes if done.get(o["tool"])]
         for i, op in enumerate(ops):
             if len(out) >= PAIRS or len(ops) < 2:
                 break
-            resource, binding, args = done[op["name"]][0]
+            resource, binding, args = done[op["tool"]][0]
             other = ops[(i + 1) % len(ops)]
+            if other.get("role") != op.get("role"):
+                continue
             if resource_of(self.explored, other["path"]) != resource:
                 continue
             answer = self.explored.answers.get(f"GET {fill_path(resource, binding)}") if resource else None

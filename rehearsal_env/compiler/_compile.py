@@ -9,6 +9,7 @@ stopped, and the phases done so far stay.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 from .._atomic import write_atomic
 from ..identity import world_version
 from . import _toml
-from ._author import ROLE, Author, split_of
+from ._author import Author, split_of
 from ._errors import CompileError
 from ._evidence import app_tables, hard_rules
 from ._explore import explore
@@ -153,15 +154,27 @@ class _Run:
 
     def adapt(self) -> dict[str, Any]:
         ops = self.results["discover"]["operations"]
-        tools = [tool_of(op) for op in ops]
-        headers = self.results["inspect"]["headers"]
-        acting = ", ".join(f"{k}: {v}" for k, v in headers.items()) or "no identity header"
-        roles = [{"name": ROLE, "description": f"Calls every operation of the application ({acting}).",
-                  "tools": [t["name"] for t in tools]}]
+        actors = self.results["inspect"]["actors"]
+        reads = [tool_of(op) for op in ops if op["method"] == "GET"]
+        tools, roles, writes = list(reads), [], []
+        for i, actor in enumerate(actors):
+            mine = []
+            for op in (o for o in ops if o["method"] != "GET"):
+                tool = tool_of(op)
+                if i:
+                    tool["name"] = f"{actor['role']}_{op['name']}"[:64]
+                    tool["headers"] = actor["headers"]
+                tools.append(tool)
+                mine.append(tool["name"])
+                writes.append({"op": op["name"], "tool": tool["name"], "role": actor["role"],
+                               "headers": actor["headers"]})
+            acting = ", ".join(f"{k}: {v}" for k, v in actor["headers"].items()) or "no identity header"
+            roles.append({"name": actor["role"], "tools": [t["name"] for t in reads] + mine,
+                          "description": actor["description"] or f"Calls the application's operations ({acting})."})
         policies = [{"text": p["text"], "hard_rules": [r["name"] for r in p["rules"]]}
                     for p in self.results["inspect"]["policies"]]
         rules = [r for p in self.results["inspect"]["policies"] for r in p["rules"]]
-        return {"tools": tools, "roles": roles, "policies": policies, "policy_rules": rules,
+        return {"tools": tools, "roles": roles, "writes": writes, "policies": policies, "policy_rules": rules,
                 "kinds": {t["name"]: t["kind"] for t in tools}}
 
     def author(self) -> dict[str, Any]:
@@ -172,24 +185,27 @@ class _Run:
         seed = int(self.results["inspect"]["seed"])
         with self.runtime("author", verify_reset=False) as rt:
             explored = explore(rt, [o for o in ops if o["method"] == "GET"], headers)
-            author = Author(world, rt, ops, explored, headers, seed, self.results["adapt"]["policy_rules"])
+            by_op = {o["name"]: o for o in ops}
+            writes = [{**by_op[w["op"]], **w} for w in self.results["adapt"]["writes"]]
+            author = Author(world, rt, ops, writes, explored, headers, seed, self.results["adapt"]["policy_rules"])
             jobs = author.jobs()
             model_info: dict[str, Any] | None = None
             if self.model is not None:
                 client = CompilerModel(self.model)
-                proposed = client.propose({"tools": self.results["adapt"]["tools"], "role": ROLE,
+                role = self.results["adapt"]["roles"][0]["name"]
+                proposed = client.propose({"tools": self.results["adapt"]["tools"], "role": role,
                                            "tables": self.results["discover"]["schema"]}, jobs)
-                by_name = {o["name"]: o for o in ops}
+                by_name = {w["tool"]: w for w in writes}
                 for job in proposed:
-                    job.setdefault("role", ROLE)
+                    job.setdefault("role", role)
                     job.setdefault("category", "model")
                     job["split"] = split_of(str(job.get("id")))
                     calls = (job.get("reference") or {}).get("calls") or []
-                    writes = [(by_name[c["tool"]], c.get("args") or {}) for c in calls if isinstance(c, dict)
-                              and c.get("tool") in by_name and by_name[c["tool"]]["method"] != "GET"]
-                    if writes and all(isinstance(a, dict) for _, a in writes):
+                    steps = [(by_name[c["tool"]], c.get("args") or {}) for c in calls if isinstance(c, dict)
+                             and c.get("tool") in by_name]
+                    if steps and all(isinstance(a, dict) for _, a in steps):
                         try:
-                            _, changed = author._run(writes)
+                            _, changed = author._run(steps)
                         except (KeyError, TypeError):
                             changed = {}
                         job.setdefault("hard_rules", [*self.results["adapt"]["policy_rules"],
@@ -206,8 +222,7 @@ class _Run:
     def validate(self) -> dict[str, Any]:
         self.write_world(seeded=True, adapted=True)
         world = load(self.world_dir, "validate")
-        path_args = {o["name"]: [a["name"] for a in o["args"] if a["in"] == "path"]
-                     for o in self.results["discover"]["operations"]}
+        path_args = {t["name"]: re.findall(r"\{(\w+)\}", t["path"]) for t in self.results["adapt"]["tools"]}
         jobs = self.results["author"]["jobs"]
         with self.runtime("validate") as rt:
             client = CompilerModel(self.model) if self.model is not None else None

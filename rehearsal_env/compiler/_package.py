@@ -53,6 +53,13 @@ def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict
              f"{len(out)} kept out.\n", "| split | jobs |", "|---|---|"]
     counts = Counter(j["split"] for j in kept)
     lines += [f"| {s} | {counts.get(s, 0)} |" for s in SPLITS]
+    lines.append("\n| role | writes its validated jobs use (the application accepted them for its identity) |")
+    lines.append("|---|---|")
+    op_of = {w["tool"]: w["op"] for w in results["adapt"]["writes"]}
+    for role in results["adapt"]["roles"]:
+        used = sorted({op_of[n] for j in kept if j["role"] == role["name"] for n in j["category"].split("-then-")
+                       if n in op_of})
+        lines.append(f"| {role['name']} | {', '.join(used) or 'none'} |")
     author = results["author"]
     if author.get("model"):
         m = author["model"]
@@ -83,8 +90,10 @@ def package(world_dir: Path, results: Mapping[str, Any]) -> dict[str, Any]:
         text += "".join("\n" + scenario_toml(j) for j in mine)
         write_atomic(folder / f"{split}.toml", text)
     write_atomic(world_dir / "COMPILE.md", _page(results, kept, out))
-    writes = {k for k, v in results["adapt"]["kinds"].items() if v == "write"}
-    kinds = sorted({name for j in kept for name in j["category"].split("-then-") if name in writes})
-    return {"jobs": len(kept), "kept_out": len(out), "kinds_of_write": kinds,
+    op_of = {w["tool"]: w["op"] for w in results["adapt"]["writes"]}
+    kinds = sorted({op_of[name] for j in kept for name in j["category"].split("-then-") if name in op_of})
+    roles = {r["name"]: sorted({op_of[n] for j in kept if j["role"] == r["name"] for n in j["category"].split("-then-")
+                                if n in op_of}) for r in results["adapt"]["roles"]}
+    return {"jobs": len(kept), "kept_out": len(out), "kinds_of_write": kinds, "writes_by_role": roles,
             "splits": {s: sum(1 for j in kept if j["split"] == s) for s in SPLITS},
             "from_model": sum(1 for j in kept if j.get("origin") == "model")}

@@ -17,6 +17,9 @@ SOURCE or given with ``--describe``::
     [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX)
     [data]   generator = "data.py"                 # or sql = "seed.sql": the fictional data
     [openapi] file = "openapi.json"                # or served = "/openapi.json"
+    [[actor]]                                      # who the agent may act as: one role each (default: one
+    role = "triager"                               # role, "operator", with [http] headers); the first actor's
+    headers = { "X-Actor" = "triage-bot" }         # writes keep their names, the others' are prefixed role_
     [[policy]]                                     # a stated policy and the hard rules that enforce it
     text = "Never merge a pull request labelled do-not-merge."
     rules = [{ name = "no-do-not-merge-merged", op = "eq", want = 0, sql = "SELECT COUNT(*) FROM ..." }]
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from datetime import date
@@ -48,6 +52,9 @@ MAX_APP_BYTES = 64 * 2**20
 """Bytes the application's folder may hold."""
 MAX_POLICIES = 20
 """Policies a description may state (each with at most 5 rules)."""
+MAX_ACTORS = 8
+"""Identities ([[actor]]) a description may give."""
+ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 MAX_FILE_BYTES = 8 * 2**20
 """The largest schema, seed or OpenAPI file read."""
 PHASE = "inspect"
@@ -176,6 +183,15 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
         raise CompileError(PHASE, f"expected at most {MAX_POLICIES} [[policy]] tables, each with text and at most 5 "
                            "rules {name, sql, op, want}; the description's do not read so. Fix: correct them")
 
+    headers = {str(k): str(v) for k, v in dict(raw.get("http", {}).get("headers", {})).items()}
+    actors = raw.get("actor", [{"role": "operator", "headers": headers}])
+    if not isinstance(actors, list) or not 1 <= len(actors) <= MAX_ACTORS or not all(
+            isinstance(a, dict) and isinstance(a.get("role"), str) and ROLE_NAME.match(a["role"])
+            and isinstance(a.get("headers", {}), dict) for a in actors) or \
+            len({a["role"] for a in actors}) != len(actors):
+        raise CompileError(PHASE, f"expected 1 to {MAX_ACTORS} [[actor]] tables, each with a distinct role (lowercase "
+                           "letters, digits, _) and headers; the description's do not read so. Fix: correct them")
+
     def shown(loc: Located) -> dict[str, str]:
         return {"name": loc.name, "root": loc.root, "sha256": hashlib.sha256(loc.path.read_bytes()).hexdigest()}
 
@@ -190,7 +206,9 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
                         "reset_hook": app.get("reset_hook"),
                         "start_timeout_s": _bounded(app.get("start_timeout_s", 30), "start_timeout_s", 1, 300)},
         "policies": [{"text": p["text"], "rules": [dict(r) for r in p.get("rules", [])]} for p in policies],
-        "headers": {str(k): str(v) for k, v in dict(raw.get("http", {}).get("headers", {})).items()},
+        "headers": headers,
+        "actors": [{"role": a["role"], "description": str(a.get("description", "")),
+                    "headers": {str(k): str(v) for k, v in dict(a.get("headers", {})).items()}} for a in actors],
         "migrations": [shown(m) for m in migrations],
         "data": None if seed is None else {"kind": seed[0], **shown(seed[1])},
         "openapi": {"file": shown(doc)} if doc else ({"served": str(openapi["served"])} if "served" in openapi

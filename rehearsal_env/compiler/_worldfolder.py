@@ -22,7 +22,7 @@ from ._source import resolve
 
 ROLE_KEYS = ("name", "description", "tools")
 POLICY_KEYS = ("text", "hard_rules")
-TOOL_KEYS = ("name", "kind", "type", "description", "method", "path", "query", "body", "args")
+TOOL_KEYS = ("name", "kind", "type", "description", "method", "path", "query", "body", "headers", "args")
 """The keys of world.toml's tables, in the order a person reads them."""
 WORLD_DIR = "world"
 """The world folder's name inside the compile folder."""
@@ -82,8 +82,8 @@ def world_toml(inspected: dict[str, Any], migrations: Sequence[str], *, seeded: 
         "folder": "app", "command": [docker_form(c, port) for c in app["command"]], "port": port,
         "health": app["health"], "probe": app["probe"], "reset_hook": app.get("reset_hook"),
         "env": {k: docker_form(v, port) for k, v in app["env"].items()}}))
-    if inspected["headers"]:
-        parts.append(_toml.table("http", {"headers": inspected["headers"]}))
+    if inspected["actors"][0]["headers"]:  # the first actor's: every tool without headers of its own sends them
+        parts.append(_toml.table("http", {"headers": inspected["actors"][0]["headers"]}))
     for header, items, keys in (("role", roles, ROLE_KEYS), ("policy", policies, POLICY_KEYS),
                                  ("tool", tools, TOOL_KEYS)):
         for item in items:
