@@ -228,6 +228,7 @@ def test_the_application_runs_unprivileged_and_read_only(sandbox: SandboxDatabas
     assert "wrote" not in out, out
     host_config = sandbox.sandbox.containers["app"].container.attrs["HostConfig"]
     assert host_config["ReadonlyRootfs"] and host_config["CapDrop"] == ["ALL"]
+    assert host_config["LogConfig"]["Config"]["max-size"]  # what it prints is bounded on the host's disk
 
 
 def test_a_fork_bomb_is_stopped_by_the_pid_limit(reviews: World, sandbox: SandboxDatabase) -> None:
@@ -255,6 +256,42 @@ for pid in children:
     forked, refused = out.split()[-2:]
     assert refused != "None" and int(forked) < app.limits.pids, out
     _works(reviews, sandbox)
+
+
+def test_a_fork_bomb_that_holds_its_processes_stays_within_the_limit_and_the_env_works(
+        reviews: World, sandbox: SandboxDatabase) -> None:
+    """Every pid of the container taken and kept: the container holds no more than its limit, the host is
+    unaffected, and the env still works (over its kept-alive connection, or after restarting the application)."""
+    import time
+
+    app = application_of(reviews)
+    assert app is not None
+    container = sandbox.sandbox.containers["app"].container
+    bomb = "import os, signal\nwhile True:\n try:\n  os.fork()\n except OSError:\n  signal.pause()\n"
+    container.exec_run(["python3", "-c", bomb], detach=True)
+    deadline = time.monotonic() + 20
+    while (held := int(container.stats(stream=False)["pids_stats"]["current"])) < app.limits.pids - 8:
+        assert time.monotonic() < deadline, f"the bomb only reached {held} processes"
+        time.sleep(0.2)
+    assert held <= app.limits.pids
+    _works(reviews, sandbox)
+    container.kill()  # ends the bomb with the application: the next reset restarts it
+    _works(reviews, sandbox)
+
+
+def test_an_application_or_emulator_killed_between_episodes_is_restarted_by_the_next_reset(
+        reviews: World, sandbox: SandboxDatabase) -> None:
+    restarts = sandbox.restarts
+    sandbox.sandbox.containers["app"].container.kill()
+    _works(reviews, sandbox)  # the reset's probe gets no answer: the application is restarted
+    assert sandbox.restarts == restarts + 1
+    sandbox.sandbox.containers["emulator"].container.kill()
+    scenario = reviews.scenario("comment-once-atlas-04")
+    env = RehearsalEnv(scenario, reviews, database=sandbox, stress=False)
+    env.reset(seed=0)
+    result, _ = _step(env, "post_comment", repo="atlas", number=4, body="hello")  # the mail service is gone
+    assert result["status"] == "error", result
+    _works(reviews, sandbox)  # the next reset restarts the emulator
 
 
 def test_a_memory_bomb_is_stopped_by_the_memory_limit(reviews: World, sandbox: SandboxDatabase) -> None:

@@ -90,6 +90,9 @@ class SandboxDatabase:
         self._inner: Database | None = None
         self._http: httpx.Client | None = None
         self._suspect = False
+        """A request got no answer (the application died or stuck on it): :meth:`heal` restarts it."""
+        self._check = False
+        """A request failed on the server's side (5xx): the next reset checks the emulator still runs."""
         self.restarts = 0
         """How many times :meth:`heal` restarted the application (diagnostic)."""
         try:
@@ -204,6 +207,8 @@ class SandboxDatabase:
             self._suspect = True  # died, or stuck on this request: heal() restarts it
             raise DatabaseError(f"the application did not answer {method} {path}: {exc}; "
                                 f"its logs: {self.sandbox.logs('app')}") from exc
+        if response.status_code >= 500:
+            self._check = True  # perhaps the emulator behind it died: the next reset looks
         try:
             data = response.json()
         except ValueError:
@@ -237,9 +242,10 @@ class SandboxDatabase:
         return self._db.touched()
 
     def heal(self) -> bool:
-        """Restart what died: the emulator if it stopped, the application if it stopped, did not answer its
+        """Restart what died: the emulator if it stopped, the application if it stopped, does not answer its
         health path or left a request unanswered since; True when everything answers again, False when the
-        sandbox cannot be brought back (closed, a container gone or not starting)."""
+        sandbox cannot be brought back (closed, a container gone or not starting). Restarting keeps each
+        container's settings (limits, user, clock offset) and deletes its default route again."""
         if self._inner is None or self.app is None or self._http is None:
             return False
         try:
@@ -252,7 +258,7 @@ class SandboxDatabase:
                 self.restarts += 1
         except (SandboxError, SandboxFailed):
             return False
-        self._suspect = False
+        self._suspect = self._check = False
         return True
 
     def _answers(self) -> bool:
@@ -265,7 +271,7 @@ class SandboxDatabase:
     def reset(self) -> None:
         """Restore the snapshot, run the reset hook, and verify digest and probe (see the module docstring);
         an application that died or stuck since is restarted first (:meth:`heal`)."""
-        if self._suspect and not self.heal():
+        if (self._suspect or self._check) and not self.heal():
             raise SandboxFailed(f"the sandbox's application died and could not be restarted; its logs: "
                                 f"{self.sandbox.logs('app')}")
         self._db.reset()

@@ -7,6 +7,7 @@ Each such container runs:
   does not raise it);
 * on a read-only root filesystem, with ``/tmp`` a tmpfs of ``tmpfs_mb`` (``nosuid,nodev``) as the only
   writable place (``HOME`` points there);
+* with at most 8 MiB of its output kept (the Docker log on this machine's disk);
 * under the world's ``[application.limits]``: ``pids`` processes and threads, ``memory_mb`` of memory
   with no swap (the kernel's OOM killer stops the largest process of the container past it), ``cpus``
   cores of CPU time.
@@ -40,7 +41,12 @@ def bounded(limits: ApplicationLimits) -> dict[str, Any]:
         "memswap_limit": memory,
         "nano_cpus": int(limits.cpus * 1e9),
         "shm_size": f"{min(limits.tmpfs_mb, 64)}m",
+        "log_config": LOGS,
     }
+
+
+LOGS: dict[str, Any] = {"type": "json-file", "config": {"max-size": "8m", "max-file": "1"}}
+"""What a container may print is kept on this machine's disk: at most 8 MiB of it (the newest)."""
 
 
 DATABASE_BOUNDS: dict[str, Any] = {
@@ -48,6 +54,7 @@ DATABASE_BOUNDS: dict[str, Any] = {
     "cap_add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"],
     "security_opt": ["no-new-privileges"],
     "pids_limit": 512,
+    "log_config": LOGS,
 }
 """The database container: root only to create its data folder and drop to ``postgres``; no other capability."""
 
