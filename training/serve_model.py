@@ -6,9 +6,14 @@ The arguments are llama-cpp-python's own (``python -m llama_cpp.server --help``)
 chat format ``qwen3-tools`` and selects it: the prompt is TRL's Qwen3 ChatML template with the request's tools
 (rendered by transformers' own Jinja renderer, so a conversation the runner's ``openai`` agent sends becomes the
 very text ``tokenizer.apply_chat_template`` gave SFT and GRPO), and the reply's ``<tool_call>{json}</tool_call>``
-blocks become OpenAI ``tool_calls``. llama.cpp's ``chatml-function-calling`` format cannot serve a trained
+blocks become OpenAI ``tool_calls`` (read by the same :func:`rehearsal_env.agents._chatml.parse_reply` as
+``rehearsal models serve``). llama.cpp's ``chatml-function-calling`` format cannot serve a trained
 model: it renders no tool results (a ``tool`` message becomes an empty turn). Decoding has no repeat penalty
 (the server's default is 1.1), as in training. Streaming is refused: set ``[provider] stream = false``.
+
+This launcher is for a model *trained here* (its prompt must be the training template, which needs the
+``trl`` extra). To play an off-the-shelf GGUF model, use the documented path, ``rehearsal models serve GGUF``
+(docs/models.md): it needs only the ``live`` extra, streams, and stops a generation whose client leaves.
 
 :func:`served` starts it on a free port of 127.0.0.1 and waits until it answers.
 """
@@ -17,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -27,12 +31,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rehearsal_env.agents._chatml import parse_reply
+
 __all__ = ["FORMAT", "parse_reply", "render", "served"]
 
 FORMAT = "qwen3-tools"
-_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-MAX_CALLS = 16
-"""Most tool calls taken from one reply (the rest of the text stays content)."""
 
 
 def _plain_arguments(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,28 +71,6 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                                         chat_template=qwen3_chat_template,
                                         add_generation_prompt=add_generation_prompt)
     return str(rendered[0][0])  # (rendered conversations, generation indices)
-
-
-def parse_reply(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """``(content, tool_calls)`` of a generated reply: each well-formed ``<tool_call>`` block holding
-    ``{"name": str, "arguments": object}`` is a call; everything else (a malformed block included) is content."""
-    calls: list[dict[str, Any]] = []
-    rest: list[str] = []
-    last = 0
-    for match in _CALL.finditer(text):
-        try:
-            body = json.loads(match[1])
-        except ValueError:
-            continue
-        if not (isinstance(body, dict) and isinstance(body.get("name"), str)) or len(calls) >= MAX_CALLS:
-            continue
-        arguments = body.get("arguments", {})
-        calls.append({"id": f"call_{len(calls)}", "type": "function",
-                      "function": {"name": body["name"], "arguments": json.dumps(arguments)}})
-        rest.append(text[last:match.start()])
-        last = match.end()
-    rest.append(text[last:])
-    return "".join(rest).strip(), calls
 
 
 def qwen3_tools(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
