@@ -32,6 +32,9 @@ The loop (one :class:`Conversation` per episode):
   (its own limit, so the episode is scored). A cut-off reply is a call.
 - **the context**: a request whose prompt (estimated, :func:`._prompt.prompt_tokens`) plus
   ``max_tokens`` exceeds the profile's ``context`` is not sent: the agent gives up saying so.
+- **a reply cut off** (``max_call_s``, ``max_tokens``): before the episode goes on, the agent waits until the
+  server is idle (:mod:`._drain`), outside every call's time, and records the wait in the dropped action; other
+  episodes of the process hold their next call meanwhile, so an abandoned reply is never charged to them.
 - **provider failures**: see :mod:`._provider` (retries, then not scored with cause
   ``provider``; 401/403/404 stop the run; other 4xx end the episode as ``give_up``). Every try's time,
   failed ones and the waits between them included, counts in :attr:`ModelStats.latency_ms`.
