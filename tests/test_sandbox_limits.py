@@ -197,6 +197,40 @@ def test_without_iptables_the_sandbox_does_not_start_and_says_how_to_fix_it(
     assert {n.id for n in docker_client().networks.list()} <= before  # its network went with it
 
 
+_OWNER = """
+import sys
+from rehearsal_env.backends import open_database
+from rehearsal_env.worlds import load_world
+db = open_database(load_world("reviews"), "docker")
+print(db.sandbox.network.id, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_an_owner_killed_without_exit_handlers_leaves_no_host_rule(reviews: World) -> None:
+    """SIGKILL: no atexit, no close(); the reaper removes the containers, the network and its host rule."""
+    _require_docker()
+    import sys
+    import time
+
+    from rehearsal_env.sandbox._docker import docker_client
+    from rehearsal_env.sandbox._hostguard import guarded_networks
+
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=REPO)
+    try:
+        assert owner.stdout is not None
+        network = owner.stdout.readline().strip()
+        assert network and network[:12] in guarded_networks()
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 60
+    while network[:12] in guarded_networks() or any(n.id == network for n in docker_client().networks.list()):
+        assert time.monotonic() < deadline, "the reaper did not remove the killed owner's network and host rule"
+        time.sleep(0.5)
+
+
 def test_a_sandbox_opened_without_the_host_rule_is_measured_as_reaching_the_host(
         reviews: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """The opt-out exists, and the world page's measurement is not vacuous: without the rule it sees the host."""
