@@ -7,9 +7,11 @@ streamed) goes on generating the abandoned reply, and every request behind it wa
 must not be charged to whoever asks next.
 
 So the agent **waits for the server to be idle** before its episode goes on: right after the cut-off it sends
-a *drain probe*, the episode's own system message with ``max_tokens`` 1 and no tools (a prefix every request
-of the run shares, so the server's prompt cache keeps it), and waits for its answer, at most
-:data:`DRAIN_MAX_S` seconds. A server that answers in order has then finished the abandoned reply. The wait
+a *drain probe*, the episode's own system message and tools with ``max_tokens`` 1 and no ``tool_choice`` (the
+prefix every request of the run starts with, so the server's prompt cache keeps it; a server that renders
+tools only with a ``tool_choice``, such as llama-cpp-python's ``chatml-function-calling``, then reads the
+system message alone and never takes its tool path, which ignores ``max_tokens``), and waits for its answer,
+at most :data:`DRAIN_MAX_S` seconds. A server that answers in order has then finished the abandoned reply. The wait
 is the abandoning episode's own, outside every call's time (``max_call_s`` and ``model_latency_ms`` never
 count it); its trace records it with the cut-off turn (``dropped_reply.server``: ``waited_ms`` and whether
 the server answered). Meanwhile other episodes of the same process hold their next call until the drain
@@ -88,10 +90,14 @@ GATE = Gate()
 """This process's drains."""
 
 
-def probe_body(model: str | None, system: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """The drain probe (and the run's preflight): the system message, 1 token, no tools, not streamed."""
-    return {**extra, "model": model or "", "messages": [{"role": "system", "content": system}], "max_tokens": 1,
+def probe_body(model: str | None, system: str, tools: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+    """The drain probe (and the run's preflight): the system message and the tools, 1 token, no ``tool_choice``,
+    not streamed."""
+    body = {**extra, "model": model or "", "messages": [{"role": "system", "content": system}], "max_tokens": 1,
             "stream": False}
+    if tools:
+        body["tools"] = tools
+    return body
 
 
 def drain(client: openai.OpenAI, body: dict[str, Any], max_s: float = DRAIN_MAX_S) -> Drained:

@@ -392,7 +392,8 @@ class _Agent:
 
     def _probe(self) -> dict[str, Any]:
         """The drain probe for this episode (its system message, 1 token)."""
-        return probe_body(self.profile.model, self.conversation.system, json.loads(self.profile.provider.extra_body))
+        return probe_body(self.profile.model, self.conversation.system, self.conversation.tools,
+                          json.loads(self.profile.provider.extra_body))
 
     def _drained(self, drained: Drained | None) -> dict[str, Any] | None:
         if drained is None:

@@ -19,8 +19,8 @@ A request that matches neither is answered HTTP 400 ("no scripted reply left"), 
 a test that runs out of script fails loudly. Every request body is kept in
 :attr:`ModelServer.requests`.
 
-A *probe* (only a system message, no tools, ``max_tokens`` 1: the run's preflight and the drain after a
-cut-off reply, :mod:`._drain`) is answered with one word without taking a scripted reply, unless the next
+A *probe* (only a system message, ``max_tokens`` 1, no ``tool_choice``: the run's preflight and the drain
+after a cut-off reply, :mod:`._drain`) is answered with one word without taking a scripted reply, unless the next
 scripted reply is an HTTP error (a test of a refusing provider scripts the preflight's answer). Probes are
 kept in :attr:`ModelServer.probes`, not in :attr:`ModelServer.requests`.
 
@@ -282,9 +282,9 @@ class ModelServer:
 
 
 def is_probe(body: dict[str, Any]) -> bool:
-    """Whether a request body is a probe: only a system message, no tools, ``max_tokens`` 1."""
+    """Whether a request body is a probe: only a system message, ``max_tokens`` 1, no ``tool_choice``."""
     messages = body.get("messages") or []
-    return (body.get("max_tokens") == 1 and not body.get("tools") and len(messages) == 1
+    return (body.get("max_tokens") == 1 and "tool_choice" not in body and len(messages) == 1
             and messages[0].get("role") == "system")
 
 

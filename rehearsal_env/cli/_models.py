@@ -8,9 +8,9 @@ every record carries its name and version (``agent``, ``agent_version``: ``vN``,
 parameters. Before a run with a model agent starts, one short request checks that
 the provider knows the model and accepts the key: a 401, 403 or 404 stops it at
 once with what to fix, instead of failing every episode the same way. That request is
-the run's own system message (its first scenario's, which every scenario of the role
-shares) with ``max_tokens`` 1 and no tools: a server's prompt cache then already holds
-the prefix the first episode starts with, instead of a ``ping`` that evicted it.
+the run's own system message and tools (its first scenario's, which every scenario of the
+role shares) with ``max_tokens`` 1 and no ``tool_choice``: a server's prompt cache then
+already holds the prefix the first episode starts with, instead of a ``ping`` that evicted it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import argparse
 import json
 from collections import Counter
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the SDK, the runner and the versions load only when a command uses them (`world list` is quick)
     from ..agents import AgentProfile, Endpoint
@@ -93,8 +93,8 @@ def preflight(config: RunConfig) -> None:
     _ping(profile, config.endpoint, run_system(config, profile))
 
 
-def run_system(config: RunConfig, profile: AgentProfile) -> str | None:
-    """The system message the run's first episode sends (None: the run has no episode to plan)."""
+def run_system(config: RunConfig, profile: AgentProfile) -> tuple[str, list[dict[str, Any]]] | None:
+    """The system message and tools the run's first episode sends (None: the run has no episode to plan)."""
     from ..agents import given_for
     from ..runner import plan, world_for
 
@@ -103,10 +103,11 @@ def run_system(config: RunConfig, profile: AgentProfile) -> str | None:
         first = plan(config, world)[0]
     except (KeyError, ValueError, OSError, IndexError):
         return None  # the run itself says what is wrong
-    return given_for(profile.instructions, world, world.scenario(first.scenario))["system"][1]
+    given = given_for(profile.instructions, world, world.scenario(first.scenario))
+    return given["system"][1], json.loads(given["tools"][1])
 
 
-def _ping(profile: AgentProfile, endpoint: Endpoint, system: str | None = None) -> None:
+def _ping(profile: AgentProfile, endpoint: Endpoint, system: tuple[str, list[dict[str, Any]]] | None = None) -> None:
     import openai
     from openai.types.chat import ChatCompletion
 
@@ -118,7 +119,7 @@ def _ping(profile: AgentProfile, endpoint: Endpoint, system: str | None = None) 
     if system is None:
         body = {"model": profile.model or "", "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]}
     else:
-        body = probe_body(profile.model, system, json.loads(profile.provider.extra_body))
+        body = probe_body(profile.model, *system, json.loads(profile.provider.extra_body))
     try:
         client.post("/chat/completions", body=body, cast_to=ChatCompletion,
                     options={"security": {"bearer_auth": True}})
