@@ -50,8 +50,10 @@ class ModelConfig:
     """The key sent (a local endpoint takes any)."""
     seed: int = 0
     """The sampling seed sent (with temperature 0)."""
-    timeout_s: float = 120.0
+    timeout_s: float = 300.0
     """Seconds one request may take."""
+    max_tokens: int = 4096
+    """The longest answer asked for."""
 
 
 def prompt_hashes() -> dict[str, str]:
@@ -105,7 +107,7 @@ class CompilerModel:
         self.calls += 1
         try:
             answer = self.client.chat.completions.create(
-                model=self.config.model, temperature=0, seed=self.config.seed,
+                model=self.config.model, temperature=0, seed=self.config.seed, max_tokens=self.config.max_tokens,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
         except openai.OpenAIError as exc:
             raise CompileError("author", f"expected the model {self.config.model!r} to answer; the request failed "
