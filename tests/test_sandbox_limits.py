@@ -411,6 +411,8 @@ def _crashy_world(tmp_path: Path) -> World:
     anchor = '        raw = self.rfile.read(length) if length else b""\n'
     assert anchor in text
     server.write_text(text.replace(anchor, anchor + _CRASHING.lstrip("\n")))
+    toml = folder / "world.toml"  # a reset hook too: a reset asks the application before it verifies
+    toml.write_text(toml.read_text().replace('probe = "/repos"\n', 'probe = "/repos"\nreset_hook = "GET /health"\n', 1))
     return load_world(str(folder))
 
 
@@ -458,8 +460,10 @@ def test_an_application_crashed_by_the_agent_is_its_tool_error_and_the_world_hea
             assert env.episode.tool_crashes[-1].tool == "post_comment"
             result, terminated = _step(env, "get_pull_request", repo="atlas", number=4)  # the episode goes on
             assert result["status"] == "ok" and not terminated, result
-        assert len(env.episode.tool_crashes) == 2
+        assert len(env.episode.tool_crashes) == 2 and db.restarts == 2
+        db.sandbox.containers["app"].container.kill()  # dead before the next reset: its hook restarts it
         env.reset(seed=0)
+        assert db.restarts == 3
         verdict = run_episode(env, make_agent("reference", scenario)).verdict
         assert verdict.outcome is Outcome.VERIFIED, verdict
     finally:

@@ -278,7 +278,12 @@ class SandboxDatabase:
         if self.app is not None and self.app.reset_hook:
             method, _, path = self.app.reset_hook.partition(" ")
             try:
-                status, data = self.request(method, path, query={}, body=None, headers={})
+                try:
+                    status, data = self.request(method, path, query={}, body=None, headers={})
+                except DatabaseError:
+                    if not self.heal():  # it died since the last call: once restarted, the hook is asked again
+                        raise
+                    status, data = self.request(method, path, query={}, body=None, headers={})
             except DatabaseError as exc:
                 raise SandboxFailed(f"the application's reset hook {self.app.reset_hook} got no answer: {exc}") from exc
             if status >= 300:
