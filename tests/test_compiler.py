@@ -188,6 +188,8 @@ BAD = {
                     "expected the application's tables in its database"),
     "path-out": (lambda t: t.replace('folder = "app"', 'folder = "../../etc"'), None, "inspect",
                  "resolves outside its folder"),
+    "probe-elsewhere": (lambda t: t.replace('probe = "/repos"', 'probe = "//evil.example/x"'), None, "inspect",
+                        "expected [application] probe as a path on the application"),
     "no-command": (lambda t: t.replace('command = ["{python}", "{app}/server.py"]', ""), None, "inspect",
                    "expected [application] with a command"),
 }
@@ -198,7 +200,7 @@ def test_bad_input_is_one_line_naming_the_phase(case: str, tmp_path: Path, capsy
                                                 ) -> None:
     from rehearsal_env.cli import main
 
-    if case not in ("path-out", "no-command"):
+    if case not in ("path-out", "no-command", "probe-elsewhere"):
         _require()
     edit, openapi, phase, words = BAD[case]
     src = _source(tmp_path, edit)

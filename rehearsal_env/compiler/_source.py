@@ -134,6 +134,26 @@ def read_description(path: Path) -> dict[str, Any]:
         raise CompileError(PHASE, f"the description {path} is not valid TOML ({exc}). Fix: correct it") from None
 
 
+_URL_PATH = re.compile(r"^/(?!/)[A-Za-z0-9_./~-]{0,200}$")
+
+
+def url_path(value: object, what: str) -> str:
+    """A path of the application's own URL space (``/health``): never an absolute URL or ``//host``."""
+    if not isinstance(value, str) or not _URL_PATH.match(value):
+        raise CompileError(PHASE, f"expected {what} as a path on the application, such as /health; got "
+                           f"{str(value)[:80]!r}. Fix: write a path starting with one /")
+    return value
+
+
+def _hook(value: object) -> str | None:
+    if value is None:
+        return None
+    method, _, path = str(value).partition(" ")
+    if method not in ("GET", "POST", "PUT", "DELETE"):
+        raise CompileError(PHASE, f"expected [application] reset_hook as 'METHOD /path'; got {str(value)[:80]!r}")
+    return f"{method} {url_path(path, '[application] reset_hook path')}"
+
+
 def _bounded(value: object, what: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise CompileError(PHASE, f"expected [application] {what} as a whole number from {low} to {high}; got "
@@ -201,9 +221,10 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
         "data_anchor": anchor.isoformat(), "seed": int(raw.get("seed", 0)),
         "application": {"folder": folder.name, "root": folder.root, "files": app_files(folder.path),
                         "command": [str(c) for c in app["command"]], "port": int(app.get("port", 8080)),
-                        "health": str(app.get("health", "/health")), "probe": str(app.get("probe", "/")),
+                        "health": url_path(app.get("health", "/health"), "[application] health"),
+                        "probe": url_path(app.get("probe", "/"), "[application] probe"),
                         "env": {str(k): str(v) for k, v in dict(app.get("env", {})).items()},
-                        "reset_hook": app.get("reset_hook"),
+                        "reset_hook": _hook(app.get("reset_hook")),
                         "start_timeout_s": _bounded(app.get("start_timeout_s", 30), "start_timeout_s", 1, 300)},
         "policies": [{"text": p["text"], "rules": [dict(r) for r in p.get("rules", [])]} for p in policies],
         "headers": headers,
@@ -211,8 +232,8 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
                     "headers": {str(k): str(v) for k, v in dict(a.get("headers", {})).items()}} for a in actors],
         "migrations": [shown(m) for m in migrations],
         "data": None if seed is None else {"kind": seed[0], **shown(seed[1])},
-        "openapi": {"file": shown(doc)} if doc else ({"served": str(openapi["served"])} if "served" in openapi
-                                                      else None),
+        "openapi": {"file": shown(doc)} if doc else ({"served": url_path(openapi["served"], "[openapi] served")}
+                                                      if "served" in openapi else None),
     }
 
 
