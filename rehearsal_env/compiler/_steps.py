@@ -1,0 +1,222 @@
+"""What each of the nine phases does, on the results of the phases before it (``_compile`` runs them in order).
+
+Every method returns its phase's result (JSON-able); a phase that needs the application starts it again
+from the world folder as the phases so far wrote it (``write_world``), so any phase can be resumed alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .._atomic import write_atomic
+from ..identity import world_version
+from . import _toml
+from ._author import Author, split_of
+from ._errors import CompileError
+from ._evidence import app_tables, hard_rules
+from ._explore import explore
+from ._gate import validate_all
+from ._model import PROMPT_VERSION, CompilerModel, ModelConfig, prompt_hashes
+from ._openapi import operations, parse_document, tool_of
+from ._package import package
+from ._phases import PhaseStore, sha
+from ._runtime import LocalRuntime, docker_available
+from ._source import inspect_source, resolve
+from ._worldfolder import WORLD_DIR, copy_sources, load, seed_sql, world_toml
+
+
+class PhaseWork:
+    """The work of each phase for one compile (see the module docstring)."""
+
+    def __init__(self, source: Path, out: Path, describe: Path | None, model: ModelConfig | None,
+                 repairs: int) -> None:
+        self.source, self.out, self.describe, self.model, self.repairs = source, out, describe, model, repairs
+        self.store = PhaseStore(out)
+        self.world_dir = out / WORLD_DIR
+        self.results: dict[str, Any] = {}
+
+    # -- the world folder as the phases so far describe it ------------------------------
+    def write_world(self, *, seeded: bool, adapted: bool) -> None:
+        r = self.results
+        self.world_dir.mkdir(parents=True, exist_ok=True)
+        migrations = copy_sources(r["inspect"], self.world_dir, "materialize")
+        tools = r["adapt"]["tools"] if adapted else ()
+        roles = r["adapt"]["roles"] if adapted else ()
+        policies = r["adapt"]["policies"] if adapted else ()
+        write_atomic(self.world_dir / "world.toml", world_toml(r["inspect"], migrations, seeded=seeded, tools=tools,
+                                                               roles=roles, policies=policies))
+
+    def runtime(self, phase: str, *, verify_reset: bool = True) -> LocalRuntime:
+        world = load(self.world_dir, phase)
+        local = self.results["plan"]["local"]
+        return LocalRuntime(world, self.world_dir / "app", local["command"], local["env"], phase=phase,
+                            verify_reset=verify_reset, start_timeout_s=local.get("start_timeout_s", 30))
+
+    # -- the phases ------------------------------------------------------------------------
+    def inspect(self) -> dict[str, Any]:
+        return inspect_source(self.source, self.describe)
+
+    def plan(self) -> dict[str, Any]:
+        app = self.results["inspect"]["application"]
+        daemon = docker_available()
+        return {"runtime": "local-process",
+                "why": ("a Docker daemon answers here, but the compile's Docker path is not built yet: the application "
+                        "runs as local processes; the world folder runs on the sandbox with --backend docker")
+                if daemon else "no Docker daemon answers here: the application runs as local processes on "
+                "127.0.0.1 with its own PostgreSQL database, without the sandbox's isolation",
+                "local": {"command": app["command"], "env": app["env"], "start_timeout_s": app["start_timeout_s"]},
+                "health": app["health"], "probe": app["probe"], "port": app["port"], "reset_hook": app["reset_hook"]}
+
+    def materialize(self) -> dict[str, Any]:
+        self.write_world(seeded=False, adapted=False)
+        world = load(self.world_dir, "materialize")
+        with self.runtime("materialize") as rt:
+            status, _ = rt.request("GET", rt.spec.health, query={}, body=None, headers={})
+            return {"world_folder": WORLD_DIR, "tables": [t.name for t in app_tables(world)],
+                    "empty_digest": rt.first_digest, "health": f"{status} at {rt.spec.health}"}
+
+    def discover(self) -> dict[str, Any]:
+        self.write_world(seeded=False, adapted=False)
+        inspected = self.results["inspect"]
+        with self.runtime("discover") as rt:
+            if inspected["openapi"] is None:
+                raise CompileError("discover", "expected an OpenAPI document ([openapi] file or served, or "
+                                   "openapi.json in SOURCE); found none. Fix: describe the application's operations")
+            if "file" in inspected["openapi"]:
+                text = resolve(inspected, inspected["openapi"]["file"]).read_text(errors="replace")
+            else:
+                status, data = rt.request("GET", inspected["openapi"]["served"], query={}, body=None, headers={})
+                if status != 200:
+                    raise CompileError("discover", f"expected the OpenAPI document at "
+                                       f"{inspected['openapi']['served']} (200); the application answered {status}")
+                text = json.dumps(data)
+            ops = operations(parse_document(text))
+            schema: dict[str, list[dict[str, Any]]] = {}
+            for table in self.results["materialize"]["tables"]:
+                rows = rt.query("SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                                "WHERE table_name = ? AND table_schema = current_schema() ORDER BY ordinal_position",
+                                (table,))
+                schema[table] = [{"column": c, "type": t, "nullable": n == "YES"} for c, t, n in rows]
+            if not any(schema.values()):
+                raise CompileError("discover", "expected the application's tables in its database; none could be "
+                                   "read. Fix: give its migrations under [schema] sql")
+        return {"operations": ops, "schema": schema}
+
+    def seed(self) -> dict[str, Any]:
+        inspected = self.results["inspect"]
+        data = inspected["data"]
+        if data is None:
+            raise CompileError("seed", "expected fictional data: [data] generator or sql in the description; found "
+                               "none (seeding through the application's API is not built yet). Fix: give a generator")
+        stage = self.store.dir / "seedgen"
+        stage.mkdir(parents=True, exist_ok=True)
+        migrations = copy_sources(inspected, stage, "seed")
+        name = "data.py" if data["kind"] == "generator" else "seed.sql"
+        write_atomic(stage / name, resolve(inspected, data).read_bytes())
+        write_atomic(stage / "world.toml", _toml.top({"name": "seedgen", "data_anchor": _date(inspected),
+                                                      "seed": inspected["seed"]})
+                     + _toml.table("schema", {"sql": migrations})
+                     + _toml.table("data", {data["kind"]: name}))
+        world = load(stage, "seed")
+        try:
+            rows = world.seed_rows()
+        except (ValueError, OSError, RuntimeError) as exc:
+            raise CompileError("seed", f"expected the data generator to give rows; it failed: "
+                               f"{str(exc).splitlines()[0][:300]}") from None
+        text = seed_sql(world, rows)
+        write_atomic(self.world_dir / "seed.sql", text)
+        return {"rows": {t.name: len(rows.get(t.name, ())) for t in app_tables(world)},
+                "seed_sql_sha256": sha(text), "from": data["kind"]}
+
+    def adapt(self) -> dict[str, Any]:
+        ops = self.results["discover"]["operations"]
+        actors = self.results["inspect"]["actors"]
+        reads = [tool_of(op) for op in ops if op["method"] == "GET"]
+        tools, roles, writes = list(reads), [], []
+        for i, actor in enumerate(actors):
+            mine = []
+            for op in (o for o in ops if o["method"] != "GET"):
+                tool = tool_of(op)
+                if i:
+                    tool["name"] = f"{actor['role']}_{op['name']}"[:64]
+                    tool["headers"] = actor["headers"]
+                tools.append(tool)
+                mine.append(tool["name"])
+                writes.append({"op": op["name"], "tool": tool["name"], "role": actor["role"],
+                               "headers": actor["headers"]})
+            acting = ", ".join(f"{k}: {v}" for k, v in actor["headers"].items()) or "no identity header"
+            roles.append({"name": actor["role"], "tools": [t["name"] for t in reads] + mine,
+                          "description": actor["description"] or f"Calls the application's operations ({acting})."})
+        policies = [{"text": p["text"], "hard_rules": [r["name"] for r in p["rules"]]}
+                    for p in self.results["inspect"]["policies"]]
+        rules = [r for p in self.results["inspect"]["policies"] for r in p["rules"]]
+        return {"tools": tools, "roles": roles, "writes": writes, "policies": policies, "policy_rules": rules,
+                "kinds": {t["name"]: t["kind"] for t in tools}}
+
+    def author(self) -> dict[str, Any]:
+        self.write_world(seeded=True, adapted=True)
+        world = load(self.world_dir, "author")
+        ops = self.results["discover"]["operations"]
+        headers = self.results["inspect"]["headers"]
+        seed = int(self.results["inspect"]["seed"])
+        with self.runtime("author", verify_reset=False) as rt:
+            explored = explore(rt, [o for o in ops if o["method"] == "GET"], headers)
+            by_op = {o["name"]: o for o in ops}
+            writes = [{**by_op[w["op"]], **w} for w in self.results["adapt"]["writes"]]
+            author = Author(world, rt, ops, writes, explored, headers, seed, self.results["adapt"]["policy_rules"])
+            jobs = author.jobs()
+            model_info: dict[str, Any] | None = None
+            if self.model is not None:
+                client = CompilerModel(self.model)
+                role = self.results["adapt"]["roles"][0]["name"]
+                proposed = client.propose({"tools": self.results["adapt"]["tools"], "role": role,
+                                           "tables": self.results["discover"]["schema"]}, jobs)
+                by_name = {w["tool"]: w for w in writes}
+                for job in proposed:
+                    job.setdefault("role", role)
+                    job.setdefault("category", "model")
+                    job["split"] = split_of(str(job.get("id")))
+                    calls = (job.get("reference") or {}).get("calls") or []
+                    steps = [(by_name[c["tool"]], c.get("args") or {}) for c in calls if isinstance(c, dict)
+                             and c.get("tool") in by_name]
+                    if steps and all(isinstance(a, dict) for _, a in steps):
+                        try:
+                            _, changed = author._run(steps)
+                        except (KeyError, TypeError):
+                            changed = {}
+                        job.setdefault("hard_rules", [*self.results["adapt"]["policy_rules"],
+                                                      *hard_rules(world, changed)])
+                    job["wrong"] = [*(job.get("wrong") or []), {"name": "wrong:claim-done", "calls": [
+                        {"tool": "finish", "args": {"message": "Done."}}]}]
+                jobs += proposed
+                model_info = {"model": self.model.model, "base_url": self.model.base_url, "seed": self.model.seed,
+                              "prompt_version": PROMPT_VERSION, "prompt_sha256": prompt_hashes(),
+                              "proposed": len(proposed)}
+        return {"jobs": jobs, "tried": author.tried, "exploration_requests": explored.requests,
+                "explored": {k: len(v) for k, v in explored.bindings.items()}, "model": model_info}
+
+    def validate(self) -> dict[str, Any]:
+        self.write_world(seeded=True, adapted=True)
+        world = load(self.world_dir, "validate")
+        path_args = {t["name"]: re.findall(r"\{(\w+)\}", t["path"]) for t in self.results["adapt"]["tools"]}
+        jobs = self.results["author"]["jobs"]
+        with self.runtime("validate") as rt:
+            client = CompilerModel(self.model) if self.model is not None else None
+            result = validate_all(world, jobs, rt, path_args, repair=client.repair if client else None,
+                                  repairs=self.repairs)
+        return result
+
+    def package(self) -> dict[str, Any]:
+        self.write_world(seeded=True, adapted=True)
+        result = package(self.world_dir, self.results)
+        world = load(self.world_dir, "package")
+        return {**result, "world_version": world_version(world), "world_folder": WORLD_DIR}
+
+
+def _date(inspected: dict[str, Any]) -> Any:
+    from datetime import date
+
+    return date.fromisoformat(inspected["data_anchor"])
