@@ -118,17 +118,21 @@ def test_an_edited_phase_result_reruns_what_follows(compiled: Any, tmp_path: Pat
     assert "Edited by a person." in (out / "world" / "world.toml").read_text()
 
 
-def test_a_killed_compile_leaves_nothing_running_and_resumes(compiled: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("phase", ["materialize", "author", "validate"])
+def test_a_compile_killed_in_a_phase_leaves_nothing_running_and_resumes_there(compiled: Any, tmp_path: Path,
+                                                                              phase: str) -> None:
     out = tmp_path / "killed"
+    before = PHASES[PHASES.index(phase) - 1]
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from rehearsal_env.cli import main; sys.exit(main(sys.argv[1:]))",
          "world", "compile", str(REVIEWS), "--describe", str(DESCRIBE), "--out", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not (out / ".compile" / "06-adapt.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    while not app_processes(out) and time.monotonic() < deadline:  # the author phase's application is up
-        time.sleep(0.05)
+    done = out / ".compile" / f"{PHASES.index(before) + 1:02d}-{before}.json"
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    while not app_processes(out) and time.monotonic() < deadline:  # the phase's application is up
+        time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     deadline = time.monotonic() + 10
@@ -136,9 +140,8 @@ def test_a_killed_compile_leaves_nothing_running_and_resumes(compiled: Any, tmp_
         time.sleep(0.1)
     assert not app_processes(out), "the application outlived the killed compile"
     result = compile_world(REVIEWS, out, describe=DESCRIBE)
-    assert {"plan", "materialize", "discover", "seed", "adapt"} <= set(result.skipped)
+    assert set(PHASES[1:PHASES.index(phase)]) <= set(result.skipped)  # it resumed at the killed phase
     assert result.summary["world_version"] == compiled.summary["world_version"]
-
 
 
 def test_a_compile_stopped_after_each_phase_resumes_at_the_next(compiled: Any, tmp_path: Path) -> None:
