@@ -167,6 +167,16 @@ def test_the_compiled_folder_publishes_on_the_docker_sandbox_as_it_is(compiled: 
     assert built.version.id == compiled.summary["world_version"]
     assert len(built.version.scenarios) == compiled.summary["jobs"] and not built.version.kept_out
 
+
+def test_data_given_as_sql_compiles_to_the_same_version(compiled: Any, tmp_path: Path) -> None:
+    """The seed phase writes the generator's rows as seed.sql; a source giving that SQL instead compiles alike."""
+    src = _source(tmp_path, lambda t: t.replace('generator = "data.py"', 'sql = "seed.sql"'))
+    shutil.copy(compiled.folder / "seed.sql", src / "seed.sql")
+    (src / "data.py").unlink()
+    result = compile_world(src, tmp_path / "out")
+    assert result.phases["seed"]["from"] == "sql"
+    assert result.summary["world_version"] == compiled.summary["world_version"]
+
 # --- bad input: one line naming the phase, nothing left running, the phases done so far kept ---------------------
 def _source(tmp_path: Path, edit: Any = None) -> Path:
     src = tmp_path / "src"

@@ -8,6 +8,7 @@ same bytes for the same phase results.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,11 +44,17 @@ def scenario_toml(job: Mapping[str, Any]) -> str:
     return text
 
 
+def _app_digest(inspected: Mapping[str, Any]) -> str:
+    """The application's files as one digest (their paths and hashes), never where the source lies."""
+    files = inspected["application"]["files"]
+    return hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()[:16]
+
+
 def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict[str, Any]]) -> str:
     inspected = results["inspect"]
     lines = [f"# {inspected['name']}: compiled\n",
-             f"Compiled by `rehearsal world compile` from `{Path(inspected['source']).name}` "
-             f"({len(inspected['application']['files'])} application files), run as "
+             f"Compiled by `rehearsal world compile` from an application of "
+             f"{len(inspected['application']['files'])} files (digest {_app_digest(inspected)}), run as "
              f"{results['plan']['runtime']} (see .compile/02-plan.json).\n",
              f"**{len(kept)} jobs validated** over {len({j['category'] for j in kept})} kinds of work; "
              f"{len(out)} kept out.\n", "| split | jobs |", "|---|---|"]
