@@ -203,9 +203,17 @@ BAD = {
                  "resolves outside its folder"),
     "probe-elsewhere": (lambda t: t.replace('probe = "/repos"', 'probe = "//evil.example/x"'), None, "inspect",
                         "expected [application] probe as a path on the application"),
+    "bad-name": (lambda t: t.replace('name = "reviews-compiled"', 'name = "../Reviews"'), None, "inspect",
+                 "expected name as a world name"),
     "no-command": (lambda t: t.replace('command = ["{python}", "{app}/server.py"]', ""), None, "inspect",
                    "expected [application] with a command"),
 }
+
+
+def test_out_inside_the_application_is_refused(tmp_path: Path) -> None:
+    src = _source(tmp_path)
+    with pytest.raises(CompileError, match="compile phase inspect: expected --out outside the application's folder"):
+        compile_world(src, src / "app" / "build")
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -213,7 +221,7 @@ def test_bad_input_is_one_line_naming_the_phase(case: str, tmp_path: Path, capsy
                                                 ) -> None:
     from rehearsal_env.cli import main
 
-    if case not in ("path-out", "no-command", "probe-elsewhere"):
+    if case not in ("path-out", "no-command", "probe-elsewhere", "bad-name"):
         _require()
     edit, openapi, phase, words = BAD[case]
     src = _source(tmp_path, edit)

@@ -40,6 +40,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from ..worlds import is_world_name
 from ._errors import CompileError
 
 DESCRIPTION_FILE = "rehearsal-app.toml"
@@ -177,6 +178,10 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
     anchor = raw.get("data_anchor", date(2025, 6, 30))
     if not isinstance(anchor, date):
         raise CompileError(PHASE, f"expected data_anchor as a bare TOML date; got {anchor!r}")
+    name = raw.get("name", source.name)
+    if not is_world_name(name):
+        raise CompileError(PHASE, "expected name as a world name (a lowercase letter, then up to 63 lowercase "
+                           f"letters, digits, _ or -); got {str(name)[:80]!r}")
     folder = locate(source, beside, app.get("folder", "."), "[application] folder", folder=True)
     schema = raw.get("schema", {}).get("sql", [])
     schema = [schema] if isinstance(schema, str) else list(schema)
@@ -217,7 +222,7 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
 
     return {
         "source": str(source), "description": str(desc_path),
-        "name": str(raw.get("name", source.name)), "description_text": str(raw.get("description", "")),
+        "name": str(name), "description_text": str(raw.get("description", "")),
         "data_anchor": anchor.isoformat(), "seed": int(raw.get("seed", 0)),
         "application": {"folder": folder.name, "root": folder.root, "files": app_files(folder.path),
                         "command": [str(c) for c in app["command"]], "port": int(app.get("port", 8080)),

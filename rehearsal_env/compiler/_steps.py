@@ -57,7 +57,13 @@ class PhaseWork:
 
     # -- the phases ------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:
-        return inspect_source(self.source, self.describe)
+        result = inspect_source(self.source, self.describe)
+        app = result["application"]
+        folder = resolve(result, {"name": app["folder"], "root": app["root"]}, folder=True)
+        if self.out.resolve().is_relative_to(folder):
+            raise CompileError("inspect", f"expected --out outside the application's folder {folder}; got "
+                               f"{self.out}. Fix: write the compile elsewhere (its copy would become the application)")
+        return result
 
     def plan(self) -> dict[str, Any]:
         app = self.results["inspect"]["application"]
