@@ -80,6 +80,9 @@ def test_reviews_compiles_to_validated_jobs(compiled: Any) -> None:
     scenarios = world.scenarios()
     assert len(scenarios) == summary["jobs"]
     assert len(world.policies) == 3
+    roles = {r.name: set(r.tools) for r in world.roles}  # permissions by evidence: the service refuses the triager
+    assert "merge_pull_request" in roles["maintainer"] and not any("merge" in t for t in roles["triager"])
+    assert {"triager_post_comment", "triager_add_label", "triager_request_review"} <= roles["triager"]
     policy_rules = {r for p in world.policies for r in p.hard_rules}
     for s in scenarios:
         assert policy_rules <= {c.name for c in s.hard_rules}, s.id

@@ -39,12 +39,14 @@ class PhaseWork:
         self.results: dict[str, Any] = {}
 
     # -- the world folder as the phases so far describe it ------------------------------
-    def write_world(self, *, seeded: bool, adapted: bool) -> None:
+    def write_world(self, *, seeded: bool, adapted: bool, refused: frozenset[str] = frozenset()) -> None:
+        """world.toml as the phases so far describe it; ``refused``: write tools left out (see :meth:`package`)."""
         r = self.results
         self.world_dir.mkdir(parents=True, exist_ok=True)
         migrations = copy_sources(r["inspect"], self.world_dir, "materialize")
-        tools = r["adapt"]["tools"] if adapted else ()
-        roles = r["adapt"]["roles"] if adapted else ()
+        tools = [t for t in r["adapt"]["tools"] if t["name"] not in refused] if adapted else ()
+        roles = [{**role, "tools": [t for t in role["tools"] if t not in refused]}
+                 for role in r["adapt"]["roles"]] if adapted else ()
         policies = r["adapt"]["policies"] if adapted else ()
         write_atomic(self.world_dir / "world.toml", world_toml(r["inspect"], migrations, seeded=seeded, tools=tools,
                                                                roles=roles, policies=policies))
@@ -216,10 +218,19 @@ class PhaseWork:
         return result
 
     def package(self) -> dict[str, Any]:
-        self.write_world(seeded=True, adapted=True)
+        """The world folder as published: a role keeps a write only if the application did not refuse it to the
+        role's identity (401 or 403) every time it was tried: the role's permissions, by evidence."""
+        statuses: dict[str, set[int]] = {}
+        for t in self.results["author"]["tried"]:
+            statuses.setdefault(t["tool"], set()).add(int(t["status"]))
+        used = {c["tool"] for j in self.results["validate"]["kept"]
+                for solution in (j["reference"], *j.get("wrong", [])) for c in solution["calls"]}
+        refused = frozenset(name for name, seen in statuses.items() if seen <= {401, 403} and name not in used)
+        self.write_world(seeded=True, adapted=True, refused=refused)
         result = package(self.world_dir, self.results)
         world = load(self.world_dir, "package")
-        return {**result, "world_version": world_version(world), "world_folder": WORLD_DIR}
+        return {**result, "refused_writes": sorted(refused), "world_version": world_version(world),
+                "world_folder": WORLD_DIR}
 
 
 def _date(inspected: dict[str, Any]) -> Any:
