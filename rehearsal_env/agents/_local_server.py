@@ -56,6 +56,8 @@ class Generation:
     """The client left before the reply ended, and generation stopped there."""
     seconds: float = 0.0
     """Wall time from the first token asked to the last."""
+    first_token_s: float | None = None
+    """Wall time until the first token: reading the prompt (what the prompt cache saves) and one token."""
     counted: bool = field(default=False, repr=False)
 
 
@@ -135,6 +137,8 @@ def _generate(llama: Any, prompt: str, params: dict[str, Any], generation: Gener
         generation.prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), special=True))
         for part in llama.create_completion(prompt=prompt, stream=True, stop=stop, **_sampling(params)):
             last = part
+            if generation.first_token_s is None:
+                generation.first_token_s = time.monotonic() - started
             choice = part["choices"][0]
             text += choice["text"]
             generation.completion_tokens += choice.get("finish_reason") is None or bool(choice["text"])

@@ -95,7 +95,8 @@ def preflight(config: RunConfig) -> None:
 
 def run_system(config: RunConfig, profile: AgentProfile) -> tuple[str, list[dict[str, Any]]] | None:
     """The system message and tools the run's first episode sends (None: the run has no episode to plan)."""
-    from ..agents import given_for
+    from ..agents import system_prompt
+    from ..agents._prompt import episode_info
     from ..runner import plan, world_for
 
     try:
@@ -103,8 +104,8 @@ def run_system(config: RunConfig, profile: AgentProfile) -> tuple[str, list[dict
         first = plan(config, world)[0]
     except (KeyError, ValueError, OSError, IndexError):
         return None  # the run itself says what is wrong
-    given = given_for(profile.instructions, world, world.scenario(first.scenario))
-    return given["system"][1], json.loads(given["tools"][1])
+    info = episode_info(world, world.scenario(first.scenario))  # the tools as the episode sends them, in order
+    return system_prompt(profile.instructions, info), list(info["tools"])
 
 
 def _ping(profile: AgentProfile, endpoint: Endpoint, system: tuple[str, list[dict[str, Any]]] | None = None) -> None:
