@@ -31,6 +31,7 @@ from rehearsal_env.agents import AgentProfile, Endpoint, Sampling
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.cli import main as rehearsal
 from rehearsal_env.measure import (
+    A_HIGHER,
     B_HIGHER,
     BUDGET,
     NOT_DECIDED,
@@ -192,8 +193,12 @@ def test_the_endpoint_fails_exactly_the_chosen_losing_episodes_as_provider_failu
 
 
 def _decisions(a: Path, b: Path) -> dict[str, str]:
+    """Each metric's decision, and each category's (``category:NAME``: ``A higher``, ``B higher`` or ``none``)."""
     (ra,), (rb,) = load_run(a), load_run(b)
-    return {m.metric: m.decision for m in compare(ra, rb).metrics}
+    c = compare(ra, rb)
+    categories = {f"category:{g.category}": (A_HIGHER if g.difference > 0 else B_HIGHER) if g.significant else
+                  NOT_DECIDED if g.not_decided else "none" for g in c.categories}
+    return {**{m.metric: m.decision for m in c.metrics}, **categories}
 
 
 @pytest.mark.parametrize("other", ["b", "c"])
@@ -203,6 +208,7 @@ def test_no_measure_decision_differs_from_the_honest_runs_or_it_says_not_decided
     partner = getattr(runs, other)
     pair = (lambda x: (x, partner)) if order == "attacked first" else (lambda x: (partner, x))
     honest = _decisions(*pair(runs.a))
+    assert any(k.startswith("category:") for k in honest)  # the per-category decisions are held to it too
     undecided = 0
     for share, path in runs.attacked.items():
         attacked = _decisions(*pair(path))

@@ -225,7 +225,7 @@ def format_comparison(c: Comparison) -> str:
                      f"{len(c.categories)} categories):")
         lines.append(f"    {'category':<24}{'paired':>7}{'A - B':>8}  {'95% CI':<18}{'p':>8}{'p (Holm)':>10}")
         for g in c.categories:
-            mark = "  differs" if g.significant else ""
+            mark = "  differs" if g.significant else "  not decided (not scored)" if g.not_decided else ""
             lines.append(f"    {g.category:<24}{g.n_paired:>7}{g.difference:>+8.3f}  "
                          f"[{_f(g.low)}, {_f(g.high)}]".ljust(59) + f"{g.test.p_value:>8.3g}{g.p_holm:>10.3g}{mark}")
     rep = c.reproducibility

@@ -14,13 +14,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow.dataset as ds
 
+from ._decision import filled
 from ._floor import ALPHA
 from ._intervals import Estimate, difference_bounds, rate_estimate
 from ._load import AgentRun
@@ -59,7 +60,10 @@ class CategoryComparison:
     p_holm: float
     """Its p-value after Holm's correction over the categories."""
     significant: bool
-    """p_holm < 0.05."""
+    """p_holm < 0.05, and, where episodes were not scored, the same with every not-scored episode a failure of A
+    and a success of B and with the reverse (in the same direction)."""
+    not_decided: bool = False
+    """The not-scored episodes, counted either way, decide this category differently (then not ``significant``)."""
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -108,11 +112,27 @@ def category_rates(run: AgentRun) -> tuple[CategoryRate, ...]:
 
 
 def category_comparisons(a: AgentRun, b: AgentRun) -> tuple[CategoryComparison, ...]:
-    """Per category, A's verified rate against B's, Holm-corrected over the categories."""
+    """Per category, A's verified rate against B's, Holm-corrected over the categories; where episodes were not
+    scored, a difference is declared only when both extremes of them declare it too."""
     categories = scenario_categories(a.run) or scenario_categories(b.run)
     if not categories:
         return ()
-    pa, pb = a.per_scenario("verified"), b.per_scenario("verified")
+    rows = _rows(a.per_scenario("verified"), b.per_scenario("verified"), categories)
+    if not (a.n_not_scored or b.n_not_scored):
+        return rows
+    extremes = [{r.category: r for r in _rows(filled(a, "verified", fa), filled(b, "verified", fb), categories)}
+                for fa, fb in ((0.0, 1.0), (1.0, 0.0))]
+    out = []
+    for r in rows:
+        sides = [e.get(r.category) for e in extremes]
+        held = all(x is not None and x.significant and (x.difference > 0) == (r.difference > 0) for x in sides)
+        split = len({(x is not None and x.significant, x is not None and x.difference > 0) for x in sides}) > 1
+        out.append(replace(r, significant=r.significant and held, not_decided=split))
+    return tuple(out)
+
+
+def _rows(pa: Mapping[str, np.ndarray], pb: Mapping[str, np.ndarray],
+          categories: Mapping[str, str]) -> tuple[CategoryComparison, ...]:
     groups: dict[str, list[str]] = {}
     for name in sorted(set(pa) & set(pb)):
         groups.setdefault(categories.get(name, UNCATEGORISED), []).append(name)
