@@ -59,7 +59,7 @@ def main() -> None:
         client.chat.completions.create(model="smollm2", max_tokens=1, messages=[{"role": "user", "content": "ping"}])
 
     try:
-        out = {"warm_up_first_call": first_call()}
+        out: dict[str, str | float] = {"warm_up_first_call": first_call()}
         for name, send in (("ping", ping), ("run_preflight", lambda: preflight(config))):
             started = time.perf_counter()
             send()
