@@ -28,10 +28,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import rehearsal_env
+from rehearsal_env.episodes import Recorder
 from rehearsal_env.provenance import provenance_of
 from rehearsal_env.records import _facts, read_records
 from rehearsal_env.runner import RunConfig, run
-from rehearsal_env.episodes import Recorder
 
 
 def main() -> None:

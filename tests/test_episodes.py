@@ -1,7 +1,8 @@
 """The hosted-episode floor's rules (issue 31), each one test parametrized over every transport that can host an
 episode: HTTP, WebSocket, MCP in one process (what stdio carries) and MCP over streamable HTTP. Each transport is the
-real one, on 127.0.0.1 with a port of its own (the stress layer off, so that a reference solution verifies); a rule holds because every transport asks the same floor
-(:mod:`rehearsal_env.episodes`), so a transport added later runs the same tests by adding one player here.
+real one, on 127.0.0.1 with a port of its own (the stress layer off, so that a reference solution verifies); a rule
+holds because every transport asks the same floor (:mod:`rehearsal_env.episodes`), so a transport added later runs the
+same tests by adding one player here.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def _fields(schema: pa.Schema | pa.StructType) -> list[pa.Field]:
 
 
 def test_the_schema_is_versioned_and_every_field_documented() -> None:
-    assert RECORD_VERSION == 5 and SCHEMA.metadata[VERSION_KEY.encode()] == b"5"
+    assert RECORD_VERSION == 6 and SCHEMA.metadata[VERSION_KEY.encode()] == b"6"
     every = _fields(SCHEMA)
     assert len(every) > 60 and all(f.metadata and len(f.metadata[b"doc"]) > 10 for f in every)
     nested = {f.name: f.type for f in SCHEMA}
@@ -171,7 +171,8 @@ def test_a_half_written_file_is_never_read_as_a_record(tmp_path: Path) -> None:
 def test_records_of_another_version_are_refused_saying_what_to_do(tmp_path: Path) -> None:
     old = pa.table({"scenario": ["x"], "trace": ["[]"]}).replace_schema_metadata({VERSION_KEY: "1"})
     write_part_bytes(tmp_path, _parquet_bytes(old), 0)
-    with pytest.raises(ValueError, match=f"expected episode records of version {RECORD_VERSION}, found version 1; rerun"):
+    refused = f"expected episode records of version {RECORD_VERSION}, found version 1; rerun"
+    with pytest.raises(ValueError, match=refused):
         read_table(tmp_path)
     with pytest.raises(FileNotFoundError, match="found none"):
         read_records(tmp_path / "nothing-here")
@@ -190,6 +191,20 @@ def test_version_2_parts_still_read_with_the_newer_fields_null(tmp_path: Path) -
     seal_run(tmp_path / "v2")
     now, then = read_records(tmp_path / "now"), read_records(tmp_path / "v2")
     assert [r.not_scored_cause for r in then] == [None] * 3 and [r.record_version for r in then] == [2] * 3
+    assert [dataclasses.replace(r, record_version=RECORD_VERSION) for r in then] == now
+
+
+def test_version_5_parts_still_read_with_turn_rewards_null(tmp_path: Path) -> None:
+    run(RunConfig(world="tiny", batch_size=8), tmp_path / "now")
+    (part,) = (tmp_path / "now" / EPISODES_DIR).glob("part-*.parquet")
+    table = pq.read_table(part)
+    old = table.select([n for n in table.column_names if n != "turn_rewards"]).replace_schema_metadata(
+        {VERSION_KEY: "5"})
+    old = old.set_column(old.column_names.index("record_version"), "record_version", pa.array([5] * len(old)))
+    write_part_bytes(tmp_path / "v5", _parquet_bytes(old), 0)
+    seal_run(tmp_path / "v5")
+    now, then = read_records(tmp_path / "now"), read_records(tmp_path / "v5")
+    assert [r.turn_rewards for r in then] == [None] * 3 and [r.record_version for r in then] == [5] * 3
     assert [dataclasses.replace(r, record_version=RECORD_VERSION) for r in then] == now
 
 

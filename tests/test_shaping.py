@@ -112,3 +112,17 @@ def test_rl_is_unchanged_and_shaping_is_declared_in_its_own_profile_version(tmp_
         with pytest.raises(ProfileError, match=r"\[shaping\] must be the one key potential"):
             _validate(path, {"name": "odd", "reward_version": "odd/1", "weights": {"correctness": 1.0},
                              "shaping": bad})
+
+
+def test_the_records_carry_each_turns_reward_summing_to_the_episodes(tmp_path: Any) -> None:
+    from rehearsal_env.records import read_records
+    from rehearsal_env.runner import RunConfig, run
+    run(RunConfig(world="shop", agent="reference", scenarios=("change-address-0001", "refund-item-0001"),
+                  reward_profile="rl_turns", stress=False), tmp_path / "turns")
+    run(RunConfig(world="shop", agent="reference", scenarios=("change-address-0001",), reward_profile="rl",
+                  stress=False), tmp_path / "plain")
+    shaped = {r.scenario: r for r in read_records(tmp_path / "turns")}
+    change = shaped["change-address-0001"]
+    assert change.turn_rewards == (0.0, 0.0, 1.0, 0.0) and change.reward == 1.0
+    assert all(sum(r.turn_rewards or ()) == pytest.approx(r.reward) for r in shaped.values())
+    assert [r.turn_rewards for r in read_records(tmp_path / "plain")] == [None]

@@ -209,6 +209,7 @@ class RehearsalEnv(gym.Env[str, str]):
             info["end_reward"] = end_reward if scored else None
         self._potential = shaped.potential
         info["potential"] = shaped.potential
+        episode.turn_rewards.append(shaped.reward)
         return shaped.reward
 
     def _before(self) -> None:

@@ -117,6 +117,8 @@ class Episode:
         self.journal = self._calls.journal
         self.turn = 0
         self.trace: list[TurnRecord] = []
+        self.turn_rewards: list[float] = []
+        """Each step's reward under a profile that pays one at every turn (the env appends them); empty otherwise."""
         self.verdict: Verdict | None = None
         self.id: str | None = None
         """The episode's id: given when it is first forked or checkpointed (or by whoever runs it); None until then."""

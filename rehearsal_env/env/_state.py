@@ -98,6 +98,7 @@ def episode_state(episode: Episode) -> dict[str, Any]:
         "customer": {"kind": kind, "state": memory},
         "episode_id": episode.id,
         "lineage": None if episode.lineage is None else asdict(episode.lineage),
+        "turn_rewards": list(episode.turn_rewards),
     }
 
 
@@ -118,6 +119,7 @@ def load_episode_state(episode: Episode, state: Mapping[str, Any]) -> None:
     episode.turn = int(state["turn"])
     episode._calls.turn = int(state["dispatch_turn"])
     episode.trace[:] = [_decode(t) for t in state["trace"]]
+    episode.turn_rewards[:] = [float(r) for r in state.get("turn_rewards", ())]  # absent from older checkpoints
     if any(not isinstance(t, TurnRecord) for t in episode.trace):
         raise ValueError("the saved trace holds something other than turn records")
     crashes = getattr(episode._calls, "crashes", None)

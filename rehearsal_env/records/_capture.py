@@ -145,6 +145,7 @@ def record_episode(
         faults_injected=m.faults_injected, stress_events=m.stress_events, customer_contacts=m.customer_contacts,
         turns=m.turns, tool_calls=m.tool_calls, tokens=m.tokens,
         input_tokens=m.input_tokens, output_tokens=m.output_tokens,
+        turn_rewards=tuple(episode.turn_rewards) if episode.turn_rewards else None,
         reward_components=components,
         tool_crashes=tuple(ToolCrashRecord(c.turn, c.tool, c.error, c.traceback) for c in episode.tool_crashes),
         checks=_checks(scenario, verdict.checks), trace=_turns(episode), service_requests=requests,

@@ -24,6 +24,8 @@ Version history (:data:`RECORD_VERSION`):
     5. ``input_tokens`` and ``output_tokens``: ``tokens`` split into the prompt and completion tokens the
        agent reported, so a profile with different input and output prices is costed. Versions 2 to 4 still
        read (the split reads as null: such episodes are costed only where the two prices are equal).
+    6. ``turn_rewards``: under a profile that pays a reward at every turn (``rl_turns``), each step's reward,
+       in step order (they sum to ``reward``); null under other profiles and in records of version 5 and older.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 from ..provenance import Provenance
 
-RECORD_VERSION = 5
+RECORD_VERSION = 6
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
 ROOT_EPISODE = "root"
 """What :func:`episode_kind` calls an episode that began at ``reset``: the only kind that is evidence."""
@@ -296,6 +298,9 @@ class EpisodeRecord:
     did not split them, and in records of version 4 and older."""
     output_tokens: int | None = None
     """Of ``tokens``, the output (completion) tokens the agent reported; null when it did not split them."""
+    turn_rewards: tuple[float, ...] | None = None
+    """Each step's reward, in step order, under a profile that pays one at every turn (``rl_turns``: the change
+    in the share of goal checks passing, the last step the rest of ``reward``); null under other profiles."""
 
     @property
     def is_root(self) -> bool:
