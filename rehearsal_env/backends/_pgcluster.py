@@ -166,6 +166,7 @@ class Cluster:
             for (old,) in stale:
                 if re.fullmatch(rf"{_TPL_PREFIX}{_slug(spec.name)}_[0-9a-f]{{16}}", old):
                     self.drop_database(old)
+                    self._templates.pop(old, None)  # dropped: a later env of that spec builds it again
 
     def _fill(self, conn: psycopg.Connection[Any], spec: DatabaseSpec) -> None:
         rows = spec.seed_rows()
