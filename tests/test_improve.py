@@ -377,3 +377,26 @@ def test_a_run_of_forks_only_teaches_nothing(runs: tuple[Path, Path], store: Pro
     with pytest.raises(ValueError, match=r"no train or dev episode of support-bot@v1 .*5 fork\(s\) .*never evidence"):
         improve([out], PROFILE, store=store)
     assert store.get(PROFILE).version == 1
+
+
+def test_the_lessons_name_the_main_failure_and_the_rejections_observed() -> None:
+    """A model that never called a world tool is told so first; rejected attempts are described by the kinds the
+    records observed, not by a generic list."""
+    from rehearsal_env.improve import FailedEpisode, RuleWriter, findings
+
+    def failed(n: int, calls: int, kinds: tuple[str, ...]) -> FailedEpisode:
+        return FailedEpisode(run_id="r", world="shop", world_version="wv_x", scenario=f"s-{n}", split="dev",
+                             category="c", agent="a", agent_version="v1", repeat=0, outcome="not_achieved",
+                             ending="done", false_completion=False, duplicate_effects=0,
+                             rejected_attempts=len(kinds), unnecessary_interruptions=0, failed_goals=("goal #7",),
+                             broken_rules=(), world_tool_calls=calls, rejected_kinds=kinds)
+
+    episodes = [failed(1, 0, ("cut_off_length", "cut_off_length")), failed(2, 0, ("malformed_json",)),
+                failed(3, 4, ())]
+    found = findings(episodes)
+    assert (found[0].kind, found[0].episodes) == ("goal", 3) and found[1].kind == "no_world_tool"
+    lessons = RuleWriter().lessons(episodes, "", [])
+    assert lessons[1].startswith("No world tool was called in 2 failed episodes")
+    rejected = next(x for x in lessons if x.startswith("Attempts were rejected"))
+    assert "replies cut off at max_tokens (2x); call arguments that are not JSON (1x)" in rejected
+    assert "tools not offered" not in rejected

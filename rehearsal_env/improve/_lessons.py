@@ -58,22 +58,27 @@ class Finding:
     """One kind of failure and how many episodes showed it."""
 
     kind: str
-    """``rule``, ``goal`` or a run metric (``false_completion``, ``duplicate``, ``rejected``, ``interruption``,
-    ``turn_limit``)."""
+    """``rule``, ``goal``, ``no_world_tool`` (the agent called none of the world's tools) or a run metric
+    (``false_completion``, ``duplicate``, ``rejected``, ``interruption``, ``turn_limit``)."""
     name: str
     """The general check name, or the metric's name."""
     episodes: int
     """Failed episodes that showed it."""
     policy: str | None = None
     """The policy a broken rule enforces (None: none known)."""
+    detail: tuple[tuple[str, int], ...] = ()
+    """For rejected attempts: each kind observed (``cut_off_length``, ...) with how many attempts had it."""
 
 
 def findings(failures: Sequence[FailedEpisode], worlds: Sequence[World] = ()) -> list[Finding]:
     """What went wrong, counted per episode, most frequent first (ties by kind and name)."""
     policies = _policies(worlds)
     counts: Counter[tuple[str, str]] = Counter()
+    kinds: Counter[str] = Counter(k for f in failures for k in f.rejected_kinds)
     for f in failures:
         seen = {("rule", general(r)) for r in f.broken_rules} | {("goal", general(g)) for g in f.failed_goals}
+        if f.world_tool_calls == 0:
+            seen.add(("no_world_tool", "no world tool called"))
         if f.false_completion:
             seen.add(("false_completion", "false completion"))
         if f.duplicate_effects:
@@ -85,9 +90,10 @@ def findings(failures: Sequence[FailedEpisode], worlds: Sequence[World] = ()) ->
         if f.ending == "turn_limit":
             seen.add(("turn_limit", "turn limit"))
         counts.update(seen)
-    order = {"rule": 0, "false_completion": 1, "duplicate": 2, "goal": 3, "rejected": 4, "interruption": 5,
-             "turn_limit": 6}
-    found = [Finding(kind, name, n, policies.get(name) if kind == "rule" else None)
+    order = {"no_world_tool": 0, "rule": 1, "false_completion": 2, "duplicate": 3, "goal": 4, "rejected": 5,
+             "interruption": 6, "turn_limit": 7}
+    found = [Finding(kind, name, n, policies.get(name) if kind == "rule" else None,
+                     tuple(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) if kind == "rejected" else ())
              for (kind, name), n in counts.items()]
     return sorted(found, key=lambda x: (-x.episodes, order[x.kind], x.name))
 
@@ -96,9 +102,31 @@ def _times(n: int) -> str:
     return f"{n} failed episode{'s' if n != 1 else ''}"
 
 
+REJECTED_KINDS = {
+    "cut_off_length": "replies cut off at max_tokens",
+    "cut_off_tokens": "replies running past max_tokens",
+    "cut_off_time": "replies running past the time a call may take",
+    "malformed_json": "call arguments that are not JSON",
+    "unknown_tool": "tools not offered",
+    "empty_reply": "empty replies",
+    "invalid_action": "calls the environment refused",
+}
+"""What each kind of a model agent's rejected attempt means, as a lesson says it."""
+
+
+def _rejected(finding: Finding, n: str) -> str:
+    seen = "; ".join(f"{REJECTED_KINDS.get(k, k)} ({c}x)" for k, c in finding.detail)
+    why = seen or ("replies cut off or empty, arguments that are not JSON, tools not offered, arguments the schema "
+                   "refuses")
+    return (f"Attempts were rejected in {n} ({why}): reply with one short, complete tool call from your tool list, "
+            "its arguments one JSON object as the schema names them.")
+
+
 def rule_lesson(finding: Finding) -> str:
     """The lesson the rule-based writer draws from one finding."""
     n = _times(finding.episodes)
+    if finding.kind == "rejected":
+        return _rejected(finding, n)
     if finding.kind == "rule":
         policy = f'follow the policy "{finding.policy}"' if finding.policy else "never do what it forbids"
         return f'Hard rule "{finding.name}" was broken in {n}: {policy}.'
@@ -109,9 +137,8 @@ def rule_lesson(finding: Finding) -> str:
                             "calling finish.",
         "duplicate": f"A request was sent twice in {n}: after an unknown outcome read the state or use "
                      "retry_operation; never repeat a write.",
-        "rejected": f"Attempts were rejected in {n} (replies cut off or empty, arguments that are not JSON, tools "
-                    "not offered, arguments the schema refuses): reply with one short, complete tool call from your "
-                    "tool list, its arguments one JSON object as the schema names them.",
+        "no_world_tool": f"No world tool was called in {n}: the work is done only through the tools; answer each "
+                         "turn with one tool call from your tool list, and finish only after the calls that do it.",
         "interruption": f"The customer was asked more often than needed in {n}: ask only for a fact no tool gives.",
         "turn_limit": f"The turn limit ran out in {n}: plan the calls, and finish once the work is checked.",
     }[finding.kind]

@@ -62,7 +62,7 @@ FAILED_OUTCOMES = ("not_achieved", "rule_violated")
 """The outcomes read: the agent failed. Not-scored episodes are the environment's failure, not a lesson."""
 COLUMNS = ("run_id", "world", "world_version", "scenario", "split", "category", "agent", "agent_version", "repeat",
            "outcome", "ending", "false_completion", "duplicate_effects", "rejected_attempts",
-           "unnecessary_interruptions", "checks", "parent_episode", "parent_kind")
+           "unnecessary_interruptions", "checks", "parent_episode", "parent_kind", "world_tool_calls", "trace")
 """The only columns the scan reads."""
 LINEAGE = ("parent_episode", "parent_kind")
 """The columns that say whether an episode is a root episode (:func:`~rehearsal_env.records._record.episode_kind`)."""
@@ -114,6 +114,10 @@ class FailedEpisode:
     """Names of the goal checks that failed."""
     broken_rules: tuple[str, ...]
     """Names of the hard rules that failed."""
+    world_tool_calls: int | None = None
+    """Calls of the world's tools the agent made (None: a record that does not say)."""
+    rejected_kinds: tuple[str, ...] = ()
+    """Why each of a model agent's rejected attempts was rejected (``cut_off_length``, ``malformed_json``, ...)."""
 
     @property
     def key(self) -> str:
@@ -262,5 +266,7 @@ class LearningRecords:
                 rejected_attempts=int(row["rejected_attempts"] or 0),
                 unnecessary_interruptions=int(row["unnecessary_interruptions"] or 0),
                 failed_goals=tuple(c["name"] for c in checks if c["kind"] == "goal" and not c["passed"]),
-                broken_rules=tuple(c["name"] for c in checks if c["kind"] == "hard_rule" and not c["passed"])))
+                broken_rules=tuple(c["name"] for c in checks if c["kind"] == "hard_rule" and not c["passed"]),
+                world_tool_calls=row["world_tool_calls"],
+                rejected_kinds=tuple(t["rejected_kind"] for t in row["trace"] or () if t.get("rejected_kind"))))
         return sorted(out, key=lambda f: (f.scenario, f.repeat))
