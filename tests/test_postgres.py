@@ -403,6 +403,7 @@ def test_a_slow_check_is_cancelled(chain_world: World, postgres_dsn: str) -> Non
 # -- where the server comes from ------------------------------------------------------------------
 def test_the_dsn_can_come_from_the_environment(chain_world: World, postgres_dsn: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    stop_shared_server()  # one an earlier test file of this process started (the order of files varies)
     monkeypatch.setenv("REHEARSAL_POSTGRES_DSN", postgres_dsn)
     db = open_database(chain_world, "postgres")
     try:
@@ -418,6 +419,7 @@ def test_without_a_dsn_the_process_runs_its_own_server(chain_world: World, postg
     base.chmod(0o711)
     monkeypatch.setenv("REHEARSAL_POSTGRES_DATA", str(base))
     monkeypatch.delenv("REHEARSAL_POSTGRES_DSN", raising=False)
+    stop_shared_server()  # one an earlier test file of this process started, elsewhere than base
     try:
         db = open_database(chain_world, "postgres")
         assert shared_server_running()

@@ -184,17 +184,16 @@ def test_the_world_page_measures_the_host_and_says_what_it_tried(sandbox: Sandbo
 def test_without_iptables_the_sandbox_does_not_start_and_says_how_to_fix_it(
         reviews: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _require_docker()
-    from rehearsal_env.sandbox import SandboxFailed
-    from rehearsal_env.sandbox._docker import docker_client
+    from rehearsal_env.sandbox import SandboxFailed, ours_left
 
-    before = {n.id for n in docker_client().networks.list()}
+    before = set(ours_left())  # this process's (a parallel worker's sandboxes come and go meanwhile)
     monkeypatch.setenv("PATH", str(tmp_path))  # this machine without iptables
     with pytest.raises(SandboxFailed) as failed:
         open_database(reviews, "docker")
     message = str(failed.value)
     assert "\n" not in message and "iptables is not installed" in message, message
     assert "apt-get install iptables" in message and "REHEARSAL_SANDBOX_HOST_OPEN=1" in message, message
-    assert {n.id for n in docker_client().networks.list()} <= before  # its network went with it
+    assert set(ours_left()) <= before  # its network went with it
 
 
 _OWNER = """

@@ -110,12 +110,27 @@ STATUS = Status()
 
 
 def _chunk(done: dict[str, Any], delta: dict[str, Any], finish: str | None = None,
-           usage: dict[str, int] | None = None) -> dict[str, Any]:
+           usage: dict[str, int] | None = None, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": "chat" + str(done.get("id", "")), "object": "chat.completion.chunk",
                            "created": done.get("created", int(time.time())), "model": done.get("model", ""),
-                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                        "logprobs": {"content": logprobs, "refusal": None} if logprobs else None}]}
     if usage is not None:
         out["usage"] = usage
+    return out
+
+
+def _token_logprobs(choice: dict[str, Any]) -> list[dict[str, Any]]:
+    """A completion chunk's logprobs (llama-cpp-python's completion form) in the chat form: one entry a token, its
+    ``top_logprobs`` as ``{token, logprob}`` entries."""
+    raw = choice.get("logprobs") or {}
+    tokens, values, tops = raw.get("tokens") or [], raw.get("token_logprobs") or [], raw.get("top_logprobs") or []
+    out = []
+    for n, (token, value) in enumerate(zip(tokens, values, strict=False)):
+        top = tops[n] if n < len(tops) and isinstance(tops[n], dict) else {}
+        out.append({"token": token, "logprob": value, "bytes": list(token.encode("utf-8", "replace")),
+                    "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode("utf-8", "replace"))}
+                                     for t, v in top.items()]})
     return out
 
 
@@ -135,7 +150,10 @@ def _generate(llama: Any, prompt: str, params: dict[str, Any], generation: Gener
         STATUS.current = generation
     try:
         generation.prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), special=True))
-        for part in llama.create_completion(prompt=prompt, stream=True, stop=stop, **_sampling(params)):
+        wanted = params.get("logprobs") is True  # the chat API's logprobs; llama.cpp's completion takes a count
+        top = int(params.get("top_logprobs") or 1) if wanted else None
+        for part in llama.create_completion(prompt=prompt, stream=True, stop=stop, logprobs=top,
+                                            **_sampling(params)):
             last = part
             if generation.first_token_s is None:
                 generation.first_token_s = time.monotonic() - started
@@ -148,7 +166,7 @@ def _generate(llama: Any, prompt: str, params: dict[str, Any], generation: Gener
             if safe > shown:
                 delta["content"] = text[shown:safe]
                 shown = safe
-            yield _chunk(last, delta)  # one chunk a token: the server sees a client that left at the next one
+            yield _chunk(last, delta, logprobs=_token_logprobs(choice) if wanted else None)  # one chunk a token
         content, calls = parse_reply(text[shown:])
         if content:
             yield _chunk(last, {"content": content})
@@ -194,19 +212,34 @@ def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
         for t in tools if isinstance(t.get("function"), dict)]}
 
 
-def call_grammar(tools: list[dict[str, Any]]) -> Any:
-    """A llama.cpp grammar that lets the model write only one well-formed call (what ``tool_choice: required``
-    asks for), then ``]</tool_call>``; None when the tools' schemas cannot be made a grammar (then the model
-    writes freely and a malformed call is its rejected attempt)."""
+def _grammar(schema: dict[str, Any], tail: str) -> Any:
+    """A llama.cpp grammar of one JSON value of ``schema`` followed by ``tail``; None when llama.cpp's converter
+    refuses the schema (then the model writes freely and a malformed call is its rejected attempt)."""
     try:
         from llama_cpp import LlamaGrammar
         from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-        gbnf = json_schema_to_gbnf(json.dumps(call_schema(tools)))
-        gbnf = gbnf.replace("root ::=", "call ::=", 1) + '\nroot ::= call "\\n]</tool_call>"\n'
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+        gbnf = gbnf.replace("root ::=", "rehearsal-value ::=", 1) + f"\nroot ::= rehearsal-value {json.dumps(tail)}\n"
         return LlamaGrammar.from_string(gbnf, verbose=False)
-    except Exception:  # noqa: BLE001 - llama.cpp's converter refuses some schemas; the model then writes freely
+    except Exception:  # noqa: BLE001 - llama.cpp's converter refuses some schemas
         return None
+
+
+def named_grammar(tools: list[dict[str, Any]], name: str) -> Any:
+    """The grammar of the rest of a call of the tool ``tool_choice`` names (its name is already in the prompt,
+    :func:`opening`): its arguments as one object of its parameters' schema, then ``}]</tool_call>``."""
+    tool = next((t["function"] for t in tools if (t.get("function") or {}).get("name") == name), None)
+    if tool is None:
+        return None
+    return _grammar(tool.get("parameters") or {"type": "object"}, "}\n]</tool_call>")
+
+
+def call_grammar(tools: list[dict[str, Any]]) -> Any:
+    """A llama.cpp grammar that lets the model write only one well-formed call (what ``tool_choice: required``
+    asks for), then ``]</tool_call>``; None when the tools' schemas cannot be made a grammar (then the model
+    writes freely and a malformed call is its rejected attempt)."""
+    return _grammar(call_schema(tools), "\n]</tool_call>")
 
 
 def handler(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
@@ -219,6 +252,9 @@ def handler(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, An
     generation = Generation(prompt=prompt, max_tokens=params.get("max_tokens"), stream=stream)
     if tool_choice == "required" and tools and params.get("grammar") is None:
         params = {**params, "grammar": call_grammar(tools)}
+    named = (tool_choice.get("function") or {}).get("name") if isinstance(tool_choice, dict) else None
+    if isinstance(named, str) and tools and params.get("grammar") is None:
+        params = {**params, "grammar": named_grammar(tools, named)}
     chunks = _generate(llama, prompt, params, generation, start)
     if stream:
         return chunks
@@ -229,9 +265,11 @@ def collect(chunks: Iterator[dict[str, Any]]) -> dict[str, Any]:
     """One chat completion from a reply's chunks (what a request that does not stream gets)."""
     content = ""
     calls: list[dict[str, Any]] = []
+    logprobs: list[dict[str, Any]] = []
     last: dict[str, Any] = {}
     for chunk in chunks:
         last = chunk
+        logprobs += (chunk["choices"][0].get("logprobs") or {}).get("content") or []
         delta = chunk["choices"][0]["delta"]
         content += delta.get("content") or ""
         calls.extend({k: v for k, v in c.items() if k != "index"} for c in delta.get("tool_calls") or ())
@@ -241,7 +279,7 @@ def collect(chunks: Iterator[dict[str, Any]]) -> dict[str, Any]:
     return {"id": last.get("id"), "object": "chat.completion", "created": last.get("created"),
             "model": last.get("model"), "usage": last.get("usage"),
             "choices": [{"index": 0, "message": message, "finish_reason": last["choices"][0]["finish_reason"],
-                         "logprobs": None}]}
+                         "logprobs": {"content": logprobs, "refusal": None} if logprobs else None}]}
 
 
 def serve(model: str | Path, *, host: str = "127.0.0.1", port: int = 8000, n_ctx: int = 8192, threads: int = 1,

@@ -121,9 +121,11 @@ def remove_ours() -> int:
 
 
 def ours_left() -> list[str]:
-    """Names of every container, network and volume with our label (for the no-leftovers test)."""
+    """Names of every container, network and volume this process labelled and has not removed (for the
+    no-leftovers tests; another process's sandboxes, e.g. a parallel test worker's, are not this one's)."""
     client = docker_client()
-    names = [f"container {c.name}" for c in client.containers.list(all=True, filters={"label": LABEL})]
-    names += [f"network {n.name}" for n in client.networks.list(filters={"label": LABEL})]
-    names += [f"volume {v.name}" for v in client.volumes.list(filters={"label": LABEL})]
+    mine = {"label": [f"{OWNER}={owner()}"]}
+    names = [f"container {c.name}" for c in client.containers.list(all=True, filters=mine)]
+    names += [f"network {n.name}" for n in client.networks.list(filters=mine)]
+    names += [f"volume {v.name}" for v in client.volumes.list(filters=mine)]
     return names
