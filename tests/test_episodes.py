@@ -127,6 +127,7 @@ def _mcp_http_server(tmp_path: Path, keys: Path, scenario: Any, profile: str | N
 
 def _mcp_http(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple[str, dict[str, Any]]],
               profile: str | None) -> dict[str, Any]:
+    _need_mcp()
     import anyio
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client

@@ -405,6 +405,7 @@ def test_the_tiny_real_model_plays_an_mcp_episode_through_the_gateway(live_serve
 def test_an_episode_without_a_chosen_link_gets_a_fresh_secret_one(tmp_path: Path) -> None:
     """The default link is random and shown only in the episode's opening: never the episode id, which records and
     other keys' reads show, so nobody but the episode's client can log calls under it."""
+    _need_mcp()
     from rehearsal_env.episodes import SessionTable
     from rehearsal_env.harness import EpisodeSpec, HostedEpisode
 
