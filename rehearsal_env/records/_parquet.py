@@ -56,6 +56,15 @@ def encode_part(records: Sequence[EpisodeRecord]) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
+def preload() -> None:
+    """Import now what writing and reading parts import on first use (pandas, through pyarrow's conversions, and
+    ``pyarrow.dataset``, through ``read_table``), so that a long-lived server can freeze them out of the garbage
+    collector's walks (``gc.freeze``) before it serves."""
+    import pyarrow.dataset  # noqa: F401
+
+    encode_part([])
+
+
 def write_part(run_dir: str | Path, records: Sequence[EpisodeRecord], part: int) -> Path:
     """Write ``records`` as part ``part`` of the run's episode table, atomically, and enter it in the
     manifest; return its path."""
