@@ -46,6 +46,7 @@ ENDINGS = {
     "server_shutdown": "the server stopped while the episode was open; an open episode counts as given up",
     "replaced": "the trainer started another episode on this environment before this one ended",
     "process_exit": "the trainer's process ended while the episode was open; an open episode counts as given up",
+    "closed": "the trainer closed its environment while the episode was open; an open episode counts as given up",
 }
 """Why an open episode was ended for its agent (the ``give_up`` reason in its trace), by ``ended_by``."""
 

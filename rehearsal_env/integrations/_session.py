@@ -167,6 +167,7 @@ class Session:
 
     def close(self) -> None:
         """End an open episode (``give_up``, recorded), write the records still buffered, close the databases."""
+        self.end_open("closed")  # the trainer's doing (the table's own close would say the server stopped)
         self._table.close()
         if self._table.recorder is not None:
             self._table.recorder.flush()
