@@ -1,0 +1,81 @@
+"""What the adapters' tests compare a trainer's rollout with: the Gymnasium env given the same actions.
+
+``scripted(scenario_id, agent)`` plays a built-in scripted agent (``reference``, ``wrong:<name>``) on the Gymnasium
+env and returns its actions; ``gym(scenario_id, actions, profile)`` replays them and returns every step's reward and
+the verdict; ``reply_text(action)`` is one action as the text a model writes for it (one ``<tool_call>`` block in
+the format ``rehearsal models serve`` reads). ``require(module, extra, var)`` imports a trainer's package or skips
+saying why (fails under ``REHEARSAL_REQUIRE_<VAR>=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import rehearsal_env
+from rehearsal_env.agents import make_agent
+from rehearsal_env.verdict import Verdict
+
+
+def require(module: str, extra: str, var: str) -> Any:
+    """``module`` imported; skip without it (saying which extra installs it), fail under ``var``=1."""
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as exc:
+        if os.environ.get(var) == "1":
+            raise RuntimeError(f"{var}=1 but {module} is not importable ({exc}): "
+                               f"pip install -e '.[{extra}]'") from exc
+        pytest.skip(f"{module} is not installed ({exc}); pip install -e '.[{extra}]'", allow_module_level=True)
+
+
+def scripted(scenario_id: str, agent: str = "reference") -> list[dict[str, Any]]:
+    """The actions (``{"tool", "args"}``) the scripted ``agent`` sends on the Gymnasium env."""
+    env = rehearsal_env.make(scenario_id)
+    policy = make_agent(agent, env.scenario)
+    observation, info = env.reset(seed=0)
+    actions: list[dict[str, Any]] = []
+    done = False
+    while not done:
+        action = policy(observation, info)
+        actions.append(json.loads(action))
+        observation, _, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+    env.close()
+    return actions
+
+
+@dataclass(frozen=True)
+class GymRun:
+    """The Gymnasium env's answers to a list of actions."""
+
+    observations: list[str]
+    """Each step's observation (JSON text)."""
+    rewards: list[float]
+    """Each step's reward."""
+    verdict: Verdict
+    """The verdict."""
+
+
+def gym(scenario_id: str, actions: list[dict[str, Any]], profile: str = "rl") -> GymRun:
+    """Replay ``actions`` on the Gymnasium env under ``profile`` (until it ends)."""
+    env = rehearsal_env.make(scenario_id, reward_profile=profile)
+    env.reset(seed=0)
+    observations, rewards = [], []
+    info: dict[str, Any] = {}
+    for action in actions:
+        observation, reward, terminated, truncated, info = env.step(json.dumps(action))
+        observations.append(observation)
+        rewards.append(float(reward))
+        if terminated or truncated:
+            break
+    env.close()
+    return GymRun(observations, rewards, info["verdict"])
+
+
+def reply_text(action: dict[str, Any]) -> str:
+    """``action`` as a model writes it: one ``<tool_call>`` block."""
+    return "<tool_call>\n" + json.dumps({"name": action["tool"], "arguments": action["args"]}) + "\n</tool_call>"
