@@ -83,7 +83,7 @@ def _fields(schema: pa.Schema | pa.StructType) -> list[pa.Field]:
 
 
 def test_the_schema_is_versioned_and_every_field_documented() -> None:
-    assert RECORD_VERSION == 6 and SCHEMA.metadata[VERSION_KEY.encode()] == b"6"
+    assert RECORD_VERSION == 7 and SCHEMA.metadata[VERSION_KEY.encode()] == b"7"
     every = _fields(SCHEMA)
     assert len(every) > 60 and all(f.metadata and len(f.metadata[b"doc"]) > 10 for f in every)
     nested = {f.name: f.type for f in SCHEMA}
@@ -257,3 +257,17 @@ def test_eval_schema_prints_every_field_with_its_doc(capsys: pytest.CaptureFixtu
     for name in EpisodeRecord.__dataclass_fields__:
         assert f"\n{name}: " in text, name
     assert "changes: list<struct> (not null)" in text and "    latency_ms: double (not null)" in text
+
+
+def test_version_6_parts_still_read_with_the_model_waits_null(tmp_path: Path) -> None:
+    run(RunConfig(world="tiny", batch_size=8), tmp_path / "now")
+    (part,) = (tmp_path / "now" / EPISODES_DIR).glob("part-*.parquet")
+    table = pq.read_table(part)
+    old = table.select([n for n in table.column_names if n not in ("model_held_ms", "model_drained_ms")])
+    old = old.replace_schema_metadata({VERSION_KEY: "6"})
+    old = old.set_column(old.column_names.index("record_version"), "record_version", pa.array([6] * len(old)))
+    write_part_bytes(tmp_path / "v6", _parquet_bytes(old), 0)
+    seal_run(tmp_path / "v6")
+    now, then = read_records(tmp_path / "now"), read_records(tmp_path / "v6")
+    assert [r.model_drained_ms for r in then] == [None] * 3 and [r.record_version for r in then] == [6] * 3
+    assert [dataclasses.replace(r, record_version=RECORD_VERSION) for r in then] == now

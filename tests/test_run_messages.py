@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+import measure
 from rehearsal_env.agents import AgentProfile, Endpoint, Provider, Sampling
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.env import RehearsalEnv
 from rehearsal_env.records import read_records
-from rehearsal_env.runner import RunConfig, format_table, run
-from rehearsal_env.runner._summary import no_world_tool_hint
+from rehearsal_env.runner import RunConfig, format_table, no_world_tool_hint, run
 from rehearsal_env.worlds import load_world
 
 UNKNOWN = 987654
@@ -48,7 +50,8 @@ def test_a_dropped_reply_says_so_instead_of_naming_a_tool_called_nothing(tmp_pat
     assert "no tool was called: the agent dropped its model's reply (cut_off_tokens)" in error
 
 
-def test_the_no_world_tool_line_says_whether_the_tools_were_offered(tmp_path: Path) -> None:
+def test_the_no_world_tool_line_says_whether_the_tools_were_offered(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     profile = AgentProfile(name="talker", model="talker", max_model_calls=1, provider=Provider(tool_choice="auto"))
     with ModelServer() as server:
         server.script("talker", Reply.text("Happy to help!"), Reply.text("Happy to help!"))
@@ -59,6 +62,9 @@ def test_the_no_world_tool_line_says_whether_the_tools_were_offered(tmp_path: Pa
     assert summary["no_world_tool_calls"] and summary["world_tools_offered"] >= 10 and summary["tool_choice"] == "auto"
     line = next(x for x in format_table(summary).splitlines() if x.startswith("NO WORLD-TOOL CALLS"))
     assert "OFFERED, ANSWERED IN TEXT" in line and "check that its model is offered" not in line
+    assert measure.main([str(tmp_path)]) == 0  # measure.py's warning says the same as the run's own line
+    printed = capsys.readouterr().out
+    assert "OFFERED, ANSWERED IN TEXT" in printed and "check that its model is offered" not in printed
     assert "NOT OFFERED" in no_world_tool_hint({"world_tools_offered": 0, "tool_choice": "auto"})
     assert "forbids" in no_world_tool_hint({"world_tools_offered": 12, "tool_choice": "none"})
     assert "without tool_choice" in no_world_tool_hint({"world_tools_offered": 12, "tool_choice": "omit"})

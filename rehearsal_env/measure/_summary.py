@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..runner import no_world_tool_hint
 from ._cost import CostReport, Prices, cost_report
 from ._floor import MIN_SCENARIOS, Floor, inverse_repeats, run_floor, too_few
 from ._intervals import REWARD_BOUNDS, Estimate, mean_estimate, rate_estimate
@@ -134,15 +135,15 @@ def worst_case(run: AgentRun, fill: dict[str, float] = WORST) -> dict[str, Estim
 
 
 def no_world_tools(run_dir: str) -> tuple[str, ...]:
-    """A warning when the run's ``summary.json`` says no episode called a world tool (empty otherwise)."""
+    """A warning when the run's ``summary.json`` says no episode called a world tool (empty otherwise), in the
+    run's own words: whether its model was offered the world's tools (:func:`~rehearsal_env.runner.no_world_tool_hint`)."""
     try:
         summary = json.loads((Path(run_dir) / "summary.json").read_text())
     except (OSError, ValueError):
         return ()
     if not isinstance(summary, dict) or summary.get("no_world_tool_calls") is not True:
         return ()
-    return ("WARNING: no episode called one of the world's tools (the agent only talked, finished or gave up): "
-            "these rates say nothing of its tool use; check that its model is offered the tools",)
+    return (f"WARNING: {no_world_tool_hint(summary)}: these rates say nothing of its tool use",)
 
 
 def summarize(run: AgentRun, prices: Prices | None = None) -> AgentReport:

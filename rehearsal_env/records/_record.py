@@ -26,6 +26,9 @@ Version history (:data:`RECORD_VERSION`):
        read (the split reads as null: such episodes are costed only where the two prices are equal).
     6. ``turn_rewards``: under a profile that pays a reward at every turn (``rl_turns``), each step's reward,
        in step order (they sum to ``reward``); null under other profiles and in records of version 5 and older.
+    7. ``model_held_ms`` and ``model_drained_ms``: the time a model agent's calls waited on a shared server
+       because of cut-off replies (another episode's being drained, or its own), never part of
+       ``model_latency_ms``. Versions 2 to 6 still read (the two read as null).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 
 from ..provenance import Provenance
 
-RECORD_VERSION = 6
+RECORD_VERSION = 7
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
 ROOT_EPISODE = "root"
 """What :func:`episode_kind` calls an episode that began at ``reset``: the only kind that is evidence."""
@@ -263,6 +266,13 @@ class EpisodeRecord:
     """Completed calls to the agent's model in this episode (null: the agent is not a model)."""
     model_latency_ms: float | None = None
     """Wall time of those calls, retries and their waits included, in milliseconds (null: not a model)."""
+    model_held_ms: float | None = None
+    """Time this episode's model calls waited, before they were sent, while a cut-off reply of another episode
+    was drained from the same server (its queue was not this episode's); never part of ``model_latency_ms``
+    (null: not a model, or a record of version 6 and older)."""
+    model_drained_ms: float | None = None
+    """Time spent after this episode's own cut-off replies waiting for the server to be idle again, so that the
+    next episode's calls do not queue behind them; never part of ``model_latency_ms`` (null: as above)."""
     customer_model: str | None = None
     """The model that played the customer (null: the scripted customer)."""
     key_id: str | None = None

@@ -68,6 +68,8 @@ class RecordStamp:
             sampling_seed=sampling.seed if sampling else None, max_tokens=sampling.max_tokens if sampling else None,
             model_calls=stats.calls if stats is not None else None,
             model_latency_ms=stats.latency_ms if stats is not None else None,
+            model_held_ms=stats.held_ms if stats is not None else None,
+            model_drained_ms=stats.drained_ms if stats is not None else None,
             customer_model=self.customer_model)
 
     def not_played(self, scenario: Scenario, *, repeat: int, seed: int, reason: str,
