@@ -79,3 +79,26 @@ def gym(scenario_id: str, actions: list[dict[str, Any]], profile: str = "rl") ->
 def reply_text(action: dict[str, Any]) -> str:
     """``action`` as a model writes it: one ``<tool_call>`` block."""
     return "<tool_call>\n" + json.dumps({"name": action["tool"], "arguments": action["args"]}) + "\n</tool_call>"
+
+
+CHATML_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML_MARKUP = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+
+
+def chatml_tokenizer(chat_template: str | None = None) -> Any:
+    """A small byte-level BPE tokenizer with the ChatML (Qwen) special tokens, built here (nothing downloaded): what a
+    trainer's renderer or chat template tokenizes with. Needs ``tokenizers`` and ``transformers``."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    world = rehearsal_env.load_world("shop")
+    corpus = [json.dumps(t.schema()) for s in world.scenarios() for t in world.tools_for(s.role).values()]
+    corpus += [s.request for s in world.scenarios()]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=CHATML_SPECIAL,
+                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in CHATML_MARKUP])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   chat_template=chat_template)
