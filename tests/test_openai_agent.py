@@ -211,6 +211,27 @@ def test_context_too_long_is_the_profiles_fault_and_scored(server: ModelServer, 
     assert "maximum context length" in reason and "agent profile's fault" in reason
 
 
+def test_a_context_refusal_the_profiles_context_contradicts_is_the_providers_and_not_scored(
+        server: ModelServer, shop: World) -> None:
+    # llama-cpp-python's chatml-function-calling counts its own runaway first completion "in the messages"
+    refused = ("This model's maximum context length is 8192 tokens. However, you requested 8192 tokens (8192 in the "
+               "messages, 0 in the completion). Please reduce the length of the messages or completion.")
+    for context in (8192, None):  # the request (about 2,300 tokens) fits the declared context; none declared
+        server.script("ctx", Reply.error(400, refused))
+        profile = AgentProfile(name="t", model="ctx", context=context, sampling=Sampling(max_tokens=64))
+        agent = OpenAIAgent(profile, Endpoint(base_url=server.base_url, **FAST))
+        env = RehearsalEnv(shop.scenario(SHOP), shop)
+        observation, info = env.reset()
+        if context is not None:
+            with pytest.raises(ProviderError, match="within the profile's context of 8192") as caught:
+                agent(observation, info)
+            assert caught.value.cause is NotScoredCause.PROVIDER and caught.value.status == 400
+        else:  # nothing says the server miscounted: the profile's fault, scored
+            reason = json.loads(agent(observation, info))["args"]["reason"]
+            assert "maximum context length" in reason and "agent profile's fault" in reason
+        env.close()
+
+
 def test_missing_usage_leaves_tokens_unmeasured(server: ModelServer, shop: World) -> None:
     server.script("no-usage", Reply.call("get_order", tokens=None, order_id=3294),
                   Reply.call("give_up", tokens=None, reason="done looking"))

@@ -59,7 +59,15 @@ import openai
 from ._drain import GATE, Drained, drain, drain_async, probe_body
 from ._profile import AgentProfile
 from ._prompt import given, prompt_tokens, system_prompt, tool_content, tools_text
-from ._provider import Endpoint, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
+from ._provider import (
+    Endpoint,
+    ProviderRefused,
+    context_contradiction,
+    exhausted,
+    is_retryable,
+    refusal,
+    retry_delay,
+)
 from ._reply import CUT_OFF_TIME, CUT_OFF_TOKENS, ModelReply, complete, complete_async
 
 MAX_RAW = 2000
@@ -258,13 +266,17 @@ class Conversation:
             request["tools"] = self.tools
         return request
 
+    def wanted_tokens(self) -> int:
+        """The next request's prompt tokens, estimated erring high (:func:`._prompt.prompt_tokens`), plus its
+        ``max_tokens`` (0 when unset)."""
+        return prompt_tokens(self.request()["messages"], self.tools) + (self.profile.sampling.max_tokens or 0)
+
     def over_context(self) -> str | None:
         """Why the next request does not fit the profile's ``context`` (None: it fits, or no context is set)."""
         context = self.profile.context
         if context is None:
             return None
-        request = self.request()
-        prompt = prompt_tokens(request["messages"], self.tools)
+        prompt = prompt_tokens(self.request()["messages"], self.tools)
         reply = self.profile.sampling.max_tokens or 0
         if prompt + reply <= context:
             return None
@@ -446,7 +458,8 @@ class OpenAIAgent(_Agent):
                     reply = complete(self.client, self.conversation.request(), **self._transport())
                     break
                 except openai.APIError as exc:
-                    verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng)
+                    verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng,
+                                     wanted=self.conversation.wanted_tokens())
                     if isinstance(verdict, str):
                         return self.conversation.give_up(verdict)
                     time.sleep(verdict)
@@ -470,13 +483,17 @@ def record_fields(agent: object, trace: Sequence[Any]) -> dict[str, Any]:
 
 
 def failed(endpoint: Endpoint, profile: AgentProfile, stats: ModelStats, exc: openai.APIError, tries: int,
-           rng: random.Random) -> float | str:
-    """After a failed try: seconds to wait, the give-up reason (a 4xx), or raise (exhausted; 401/403/404)."""
+           rng: random.Random, *, wanted: int) -> float | str:
+    """After a failed try: seconds to wait, the give-up reason (a 4xx), or raise (exhausted; 401/403/404; a
+    context refusal the profile's context contradicts). ``wanted``: the request's tokens, estimated erring high."""
     if is_retryable(exc) or not isinstance(exc, openai.APIStatusError):
         if tries > endpoint.max_retries:
             raise exhausted(endpoint, profile.model, exc, tries) from exc
         stats.retries += 1
         return retry_delay(endpoint, tries, exc, rng)
+    contradicted = context_contradiction(endpoint, profile.model, exc, tries, wanted=wanted, context=profile.context)
+    if contradicted is not None:
+        raise contradicted from exc
     refused = refusal(endpoint, profile.model, exc)
     if isinstance(refused, ProviderRefused):
         raise refused from exc
@@ -515,7 +532,8 @@ class AsyncOpenAIAgent(_Agent):
                     reply = await complete_async(self.client, self.conversation.request(), **self._transport())
                     break
                 except openai.APIError as exc:
-                    verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng)
+                    verdict = failed(self.endpoint, self.profile, self.stats, exc, tries, self._rng,
+                                     wanted=self.conversation.wanted_tokens())
                     if isinstance(verdict, str):
                         return self.conversation.give_up(verdict)
                     await asyncio.sleep(verdict)

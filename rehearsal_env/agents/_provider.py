@@ -16,13 +16,18 @@ A refusal that is the request's fault is never retried:
 - 400, 413, 422 (context too long, a parameter the model refuses): the agent
   profile's fault (its model's context, its parameters, its conversation), so the
   episode is scored: the agent gives up with the provider's message as the reason
-  (see :mod:`._openai`).
+  (see :mod:`._openai`). One exception (:func:`context_contradiction`): a refusal
+  for the context of a request that the profile's declared ``context`` holds by an
+  estimate erring high is the server counting tokens the request does not hold
+  (llama-cpp-python's ``chatml-function-calling`` counts its own first, runaway
+  completion "in the messages"), so the episode is not scored (cause ``provider``).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +39,8 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 """HTTP statuses retried besides every 5xx."""
 PROFILE_STATUSES = frozenset({401, 403, 404})
 """HTTP statuses that stop the run (:class:`ProviderRefused`)."""
+CONTEXT_REFUSAL = re.compile(r"context (length|window|size)|maximum context|exceeds? (the )?context", re.IGNORECASE)
+"""What a provider's 400/413 message says when it refuses a request as longer than the model's context."""
 LOCAL_API_KEY = "unused-by-local-server"
 """The key sent when ``--base-url`` is given and the key's variable is unset (local servers ignore it)."""
 
@@ -147,6 +154,24 @@ def exhausted(endpoint: Endpoint, model: str | None, exc: BaseException, tries: 
     """The :class:`ProviderError` for a call whose ``tries`` all failed with retryable errors, the last ``exc``."""
     return ProviderError(f"the model provider failed: {endpoint.where(model)}: {describe_failure(exc)}, "
                          f"after {tries} tries; the episode is not scored", tries=tries, status=_status(exc))
+
+
+def context_contradiction(endpoint: Endpoint, model: str | None, exc: BaseException, tries: int, *,
+                          wanted: int, context: int | None) -> ProviderError | None:
+    """A :class:`ProviderError` when the provider refused a request as over the model's context although the
+    request (``wanted``: its prompt estimated erring high, plus ``max_tokens``) is within the profile's declared
+    ``context``; None otherwise (no context declared, another refusal, or a request that does not fit)."""
+    if _status(exc) not in (400, 413) or context is None or wanted > context:
+        return None
+    what = describe_failure(exc)
+    if not CONTEXT_REFUSAL.search(what):
+        return None
+    return ProviderError(f"the model provider refused {endpoint.where(model)} as over the model's context ({what}), "
+                         f"but the request holds about {wanted} tokens (its prompt estimated erring high, plus "
+                         f"max_tokens), within the profile's context of {context}: the server counted tokens the "
+                         "request does not hold (e.g. llama-cpp-python's chatml-function-calling counts its own "
+                         "runaway first completion); the episode is not scored. Serve the model with `rehearsal "
+                         "models serve`, which honours max_tokens", tries=tries, status=_status(exc))
 
 
 def refusal(endpoint: Endpoint, model: str | None, exc: BaseException) -> ProviderRefused | str:
