@@ -1,72 +1,94 @@
-"""What one flush of `rehearsal serve`'s records costs as its run directory grows.
+"""What one flush of `rehearsal serve`'s records costs as its run directory grows, now and at another commit.
 
 Usage::
 
-    flock /tmp/bench.lock .venv/bin/python benchmarks/served_records.py [--parts 10 100 400 1000] [--per-part 8]
+    flock /tmp/bench.lock .venv/bin/python benchmarks/served_records.py [--parts 10 100 400 1000] \\
+        [--per-part 8] [--before /work/before]
 
-A served run directory is written by flushes: each adds a Parquet part, rewrites ``summary.json``
-and seals the directory again, and sealing checks every part against the manifest. The recorder
-(``episodes/_recorder.py``) grows the directory to each ``--parts`` count, ``--per-part`` records a
-part (copies of one reference episode of shop with fresh episode ids), and times, at that size:
+A served run directory is written by flushes: each adds a Parquet part, enters it in the manifest, rewrites
+``summary.json`` and seals the directory again. The recorder (``episodes/_recorder.py``) grows the directory
+to each ``--parts`` count, ``--per-part`` records a part (copies of one reference episode of shop with fresh
+episode ids), and times ``--reps`` flushes at that size, as the server makes them (one long-lived process).
 
-* **memoised**: a flush as the server makes it: the facts of parts already checked in this process
-  (``records/_facts.py``) and their summary rows are kept, so only the new part is read;
-* **cold**: the same flush with both memos emptied first, so every part is read, hashed and summed
-  again: what every flush cost before the memos, the obvious alternative.
-
-Printed per size: the median of ``--reps`` flushes of each kind, and cold / memoised.
+``--before DIR`` runs the same measurement first in a child process importing the package from ``DIR`` (a
+checkout of the commit before, e.g. ``git worktree add /work/before <commit>``): the obvious alternative,
+side by side. Printed per size: the median flush in ms of each, and before / now. A flush that does not grow
+with the directory shows the same figure at every size.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
 
-import rehearsal_env
-from rehearsal_env.episodes import Recorder
-from rehearsal_env.provenance import provenance_of
-from rehearsal_env.records import _facts, read_records
-from rehearsal_env.runner import RunConfig, run
 
+def measure(sizes: list[int], per_part: int, reps: int) -> dict[int, float]:
+    """Median flush ms at each size, with the package this process imports."""
+    import rehearsal_env
+    from rehearsal_env.episodes import Recorder
+    from rehearsal_env.provenance import provenance_of
+    from rehearsal_env.records import read_records
+    from rehearsal_env.runner import RunConfig, run
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--parts", type=int, nargs="+", default=[10, 100, 400, 1000])
-    p.add_argument("--per-part", type=int, default=8, help="records in each part (default 8)")
-    p.add_argument("--reps", type=int, default=5, help="flushes timed of each kind per size (default 5)")
-    args = p.parse_args()
     world = rehearsal_env.load_world("shop")
+    out: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="rehearsal-bench-records-") as tmp:
         run(RunConfig(world="shop", agent="reference", scenarios=("refund-item-0001",)), Path(tmp) / "reference")
         (template,) = read_records(Path(tmp) / "reference")
         recorder = Recorder(Path(tmp) / "serve", backend="sqlite", stress=True, flush_every=10**9)
         run_dir = recorder.run_dir("shop", provenance_of(world, None))
 
-        def flush(cold: bool) -> float:
-            for _ in range(args.per_part):
+        def flush() -> float:
+            for _ in range(per_part):
                 recorder.add(run_dir, replace(template, run_id=run_dir.run_id, episode_id=uuid.uuid4().hex))
-            if cold:
-                _facts._memo.clear()
-                recorder._rows.clear()
             began = time.perf_counter()
             recorder.flush()
             return (time.perf_counter() - began) * 1000
 
         parts = 0
-        print(f"{'parts':>6} {'memoised ms':>12} {'cold ms':>9} {'cold / memoised':>16}")
-        for size in sorted(args.parts):
-            while parts < size - 2 * args.reps:
-                flush(cold=False)
+        for size in sorted(sizes):
+            while parts < size - reps:
+                flush()
                 parts += 1
-            warm = statistics.median(flush(cold=False) for _ in range(args.reps))
-            cold = statistics.median(flush(cold=True) for _ in range(args.reps))
-            parts += 2 * args.reps
-            print(f"{size:>6} {warm:>12.1f} {cold:>9.1f} {cold / warm:>15.1f}x", flush=True)
+            out[size] = statistics.median(flush() for _ in range(reps))
+            parts += reps
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", type=int, nargs="+", default=[10, 100, 400, 1000])
+    p.add_argument("--per-part", type=int, default=8, help="records in each part (default 8)")
+    p.add_argument("--reps", type=int, default=9, help="flushes timed per size (default 9)")
+    p.add_argument("--before", type=Path, help="a checkout of the commit before, measured first in a child process")
+    p.add_argument("--json", type=Path, help=argparse.SUPPRESS)  # the child's figures
+    args = p.parse_args()
+    before: dict[int, float] = {}
+    if args.before is not None:
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            env = {**os.environ, "PYTHONPATH": str(args.before.resolve())}
+            subprocess.run([sys.executable, __file__, "--parts", *map(str, args.parts), "--per-part",
+                            str(args.per_part), "--reps", str(args.reps), "--json", tmp.name],
+                           env=env, cwd=args.before, check=True)
+            before = {int(k): v for k, v in json.loads(Path(tmp.name).read_text()).items()}
+    now = measure(args.parts, args.per_part, args.reps)
+    if args.json is not None:
+        args.json.write_text(json.dumps(now))
+        return
+    print(f"{'parts':>6} {'before ms':>10} {'now ms':>8} {'before / now':>13}")
+    for size in sorted(now):
+        b = before.get(size)
+        print(f"{size:>6} {'-' if b is None else f'{b:.1f}':>10} {now[size]:>8.1f} "
+              f"{'-' if b is None else f'{b / now[size]:.1f}x':>13}", flush=True)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,17 @@ from filelock import FileLock
 
 from ..env import Episode
 from ..provenance import OUTCOME_PROFILE, Provenance
-from ..records import EpisodeRecord, FileKey, file_key, part_files, seal_run, write_bytes_atomic, write_part
+from ..records import (
+    EPISODES_DIR,
+    EpisodeRecord,
+    manifest_state_since,
+    part_files,
+    seal_run,
+    write_bytes_atomic,
+    write_part,
+)
 from ..records import next_part as first_free_part
-from ..runner import RecordStamp, SummaryRow, summary_of
+from ..runner import RecordStamp, SummaryRow, SummaryTally, summary_row
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause
 
@@ -70,9 +78,10 @@ class Recorder:
         self._pending: dict[Path, list[EpisodeRecord]] = {}
         self._lock = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time: a second waits until the first has written
-        self._rows: dict[FileKey, list[SummaryRow]] = {}
-        """Each part's summary rows by the part's version: a part is read once for the summaries, not at every
-        flush (parts are never rewritten; a changed one is read again)."""
+        self._tallies: dict[Path, tuple[SummaryTally, dict[str, dict[str, Any]]]] = {}
+        """Each run directory's summary as running totals, and the manifest entries of the parts in them: a
+        flush adds its own part's records (and reads any part another server process wrote since), never
+        every part again (a part rewritten, which a served directory never is, starts the totals over)."""
 
     def run_dir(self, world: str, provenance: Provenance) -> RunDir:
         """The run directory for episodes of ``world`` under ``provenance`` (created on first use).
@@ -151,8 +160,8 @@ class Recorder:
                 counters[key] = counters.get(key, 0) + 1
             part = write_part(path, numbered, first_free_part(path))
             _write_json(path / _REPEATS, counters)
-            self._write_summary(path)
-            seal_run(path)  # the served run as it stands, signed with the server's signing key
+            self._write_summary(path, part, numbered)
+            seal_run(path, incremental=True)  # the served run as it stands, signed with the server's signing key
         return part
 
     @staticmethod
@@ -182,14 +191,20 @@ class Recorder:
                 counters[key] = max(counters.get(key, 0), row["repeat"] + 1)
         return counters
 
-    def _write_summary(self, path: Path) -> None:
-        rows: list[SummaryRow] = []
-        for f in part_files(path):
-            key = file_key(f)
-            if key not in self._rows:
-                self._rows[key] = [SummaryRow(**row) for row in
-                                   pq.read_table(f, columns=list(SummaryRow._fields)).to_pylist()]
-            rows.extend(self._rows[key])
-        summary = summary_of(rows)
+    def _write_summary(self, path: Path, written: Path, records: list[EpisodeRecord]) -> None:
+        state = manifest_state_since(path / EPISODES_DIR)
+        parts = {} if state is None else state.parts
+        tally, tallied = self._tallies.get(path, (SummaryTally(), {}))
+        if any(parts.get(name) != entry for name, entry in tallied.items()):
+            tally, tallied = SummaryTally(), {}
+        for name in sorted(name for name, entry in parts.items() if tallied.get(name) != entry):
+            if name == written.name:
+                tally.add(summary_row(r) for r in records)
+            else:  # written by another server process sharing the directory
+                table = pq.read_table(path / EPISODES_DIR / name, columns=list(SummaryRow._fields))
+                tally.add(SummaryRow(**row) for row in table.to_pylist())
+            tallied[name] = parts[name]
+        self._tallies[path] = (tally, tallied)
+        summary = tally.summary()
         summary["config"] = {**json.loads((path / SERVE_FILE).read_text()), "served": True}
         _write_json(path / "summary.json", summary)

@@ -9,7 +9,8 @@ The schema is :data:`SCHEMA` (version :data:`RECORD_VERSION`), derived from
 from ._capture import as_json, not_played_record, record_episode
 from ._facts import FileKey, file_key
 from ._inputs import inputs_from_record
-from ._manifest import MANIFEST, MixedRuns, RecordsDamaged, damaged_parts, forget_parts, manifest_problems
+from ._manifest import MixedRuns, RecordsDamaged, damaged_parts, forget_parts, manifest_problems
+from ._manifest_log import LEGACY_MANIFEST, MANIFEST, ManifestState, manifest_state, manifest_state_since
 from ._parquet import (
     EPISODES_DIR,
     SCHEMA,
@@ -69,7 +70,9 @@ def schema_text() -> str:
 __all__ = [
     "DISTRUSTED_ENTIRELY",
     "EPISODES_DIR",
+    "LEGACY_MANIFEST",
     "MANIFEST",
+    "ManifestState",
     "RECORD_VERSION",
     "SCHEMA",
     "SEAL_FILE",
@@ -101,6 +104,8 @@ __all__ = [
     "forget_parts",
     "load_signing_key",
     "manifest_problems",
+    "manifest_state",
+    "manifest_state_since",
     "from_row",
     "home_keys",
     "inputs_from_record",

@@ -1,9 +1,10 @@
 """The manifest of a run's parts, and the checks every reader makes before it trusts them.
 
-``episodes.parquet/_manifest.json`` lists each part written (its SHA-256, bytes and
-rows), updated as each part is written (under a file lock, so the writer threads
-of a Ray run do not lose each other's entries). The leading ``_`` keeps the file
-out of ``pyarrow.dataset`` and of ``*.parquet`` globs.
+``episodes.parquet/_manifest.jsonl`` lists each part written (its SHA-256, bytes and
+rows), one line appended as each part is written (under a file lock, so the writer threads
+of a Ray run do not lose each other's entries; the file's format, and the version 1
+``_manifest.json`` of older releases that still reads, are :mod:`._manifest_log`'s). The
+leading ``_`` keeps the file out of ``pyarrow.dataset`` and of ``*.parquet`` globs.
 
 Before reading, :func:`manifest_problems` compares the manifest with the files in
 both directions: a part the manifest lists that is missing from disk, a file in the
@@ -19,7 +20,6 @@ run id. ``rehearsal eval verify RUN_DIR`` runs every check, the seal's included
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,14 +28,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
-from .._atomic import write_atomic
 from ._facts import part_facts
+from ._manifest_log import LEGACY_MANIFEST, MANIFEST, ManifestUnreadable, append_lines, manifest_state
 
 EPISODES_DIR = "episodes.parquet"
 """The records' directory inside a run directory."""
-MANIFEST = "_manifest.json"
-"""The manifest's file name inside ``episodes.parquet/``."""
-MANIFEST_VERSION = 1
 REMEDY = ("`rehearsal run --resume RUN_DIR` plays that part's episodes again and rewrites it; "
           "`rehearsal eval verify RUN_DIR` checks the whole directory")
 
@@ -65,41 +62,28 @@ def _lock(directory: Path) -> FileLock:
 
 def read_manifest(directory: Path) -> dict[str, dict[str, Any]] | None:
     """``{part name: {"sha256", "bytes", "rows"}}``, or None when the directory has no manifest."""
-    path = directory / MANIFEST
     try:
-        body = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+        state = manifest_state(directory)
     except (OSError, ValueError) as exc:
-        raise RecordsDamaged(path, f"the manifest cannot be read ({exc})") from None
-    if body.get("version") != MANIFEST_VERSION:
-        raise RecordsDamaged(path, f"expected manifest version {MANIFEST_VERSION}, found {body.get('version')!r}")
-    return dict(body["parts"])
-
-
-def _write_manifest(directory: Path, parts: dict[str, dict[str, Any]]) -> None:
-    write_atomic(directory / MANIFEST,
-                 json.dumps({"version": MANIFEST_VERSION, "parts": dict(sorted(parts.items()))}, indent=1))
+        name = MANIFEST if (directory / MANIFEST).exists() else LEGACY_MANIFEST
+        problem = str(exc) if isinstance(exc, ManifestUnreadable) else f"the manifest cannot be read ({exc})"
+        raise RecordsDamaged(directory / name, problem) from None
+    return None if state is None else state.parts
 
 
 def note_part(path: Path, data: bytes) -> None:
-    """Add (or replace) a written part's entry in its directory's manifest."""
+    """Add (or replace) a written part's entry in its directory's manifest (one line appended)."""
     rows = pq.read_metadata(pa.BufferReader(data)).num_rows
     with _lock(path.parent):
-        parts = read_manifest(path.parent) or {}
-        parts[path.name] = {"sha256": sha256(data), "bytes": len(data), "rows": rows}
-        _write_manifest(path.parent, parts)
+        append_lines(path.parent, [{"part": path.name, "sha256": sha256(data), "bytes": len(data), "rows": rows}])
 
 
 def forget_parts(directory: Path, names: Sequence[str]) -> None:
     """Drop parts' entries from the manifest (the parts themselves are removed by the caller)."""
     with _lock(directory):
-        parts = read_manifest(directory)
-        if parts is None:
+        if read_manifest(directory) is None:
             return
-        for name in names:
-            parts.pop(name, None)
-        _write_manifest(directory, parts)
+        append_lines(directory, [{"forget": name} for name in names])
 
 
 def problem_of(path: Path, entry: dict[str, Any] | None, listed: bool) -> str | None:

@@ -16,6 +16,7 @@ run's seal against the trusted keys (:mod:`._seal`).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -84,7 +85,11 @@ def write_part_bytes(run_dir: str | Path, data: bytes, part: int) -> Path:
 def next_part(run_dir: str | Path) -> int:
     """The first part number after every part already in the run directory (0 for a new run)."""
     directory = Path(run_dir) / EPISODES_DIR
-    numbers = [int(m.group(1)) for p in directory.glob("part-*.parquet") if (m := _PART.match(p.name))]
+    try:
+        names = os.listdir(directory)  # not Path.glob: a served run asks at every flush, and glob is slow
+    except FileNotFoundError:
+        names = []
+    numbers = [int(m.group(1)) for name in names if (m := _PART.match(name))]
     return max(numbers, default=-1) + 1
 
 

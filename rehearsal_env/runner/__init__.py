@@ -42,6 +42,7 @@ from ._summary import (
     summary_rows,
     write_summary,
 )
+from ._tally import SummaryTally
 from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "RunState",
     "RunStopped",
     "SummaryRow",
+    "SummaryTally",
     "batches",
     "format_table",
     "no_world_tool_hint",

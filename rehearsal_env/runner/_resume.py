@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from ..agents import Endpoint
 from ..records import (
     EPISODES_DIR,
+    LEGACY_MANIFEST,
     MANIFEST,
     RECORD_VERSION,
     damaged_parts,
@@ -175,7 +176,7 @@ def finish_run(state: RunState, out: Path, played: Sequence[SummaryRow]) -> dict
     """Write ``summary.json`` over the episodes recorded before and those ``played`` now, seal the run
     (records, plan, provenance and summary; :func:`rehearsal_env.records.seal_run`); return the summary."""
     summary = write_summary(state.run, out, [*state.previous, *played])
-    if (out / EPISODES_DIR / MANIFEST).is_file():
+    if any((out / EPISODES_DIR / name).is_file() for name in (MANIFEST, LEGACY_MANIFEST)):
         seal_run(out)
     return summary
 
@@ -256,7 +257,8 @@ def _read(out: Path) -> dict[str, Any]:
 def _clear(out: Path) -> None:
     """Remove a previous run's plan, records and summary from ``out`` (nothing else)."""
     for path in [*(out / EPISODES_DIR).glob("part-*.parquet"), *(out / EPISODES_DIR).glob(".part-*.tmp"),
-                 out / EPISODES_DIR / MANIFEST, out / RUN_FILE, out / "summary.json", out / "provenance.json"]:
+                 out / EPISODES_DIR / MANIFEST, out / EPISODES_DIR / LEGACY_MANIFEST,
+                 out / RUN_FILE, out / "summary.json", out / "provenance.json"]:
         path.unlink(missing_ok=True)
     for derived in out.glob("rescore-*"):  # what `rehearsal eval rescore` made of the previous run
         if derived.is_dir() and (derived / EPISODES_DIR).is_dir():
