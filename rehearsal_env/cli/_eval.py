@@ -54,7 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Write each episode record of RUN_DIR as an ATIF v1.8 trajectory (the atif package's models; "
                     "pip install 'rehearsal-env[atif]'), one JSON file per episode, with the verdict, checks and "
                     "provenance in its extra.rehearsal. A holdout scenario's checks are written without their SQL, "
-                    "bound values and wanted value unless --holdout-checks.")
+                    "bound values and wanted value unless --holdout-checks. An episode played through "
+                    "`rehearsal gateway` carries each model call's prompt and completion token ids and logprobs "
+                    "(where the provider returned them), and a line per such episode says whether each call's "
+                    "prompt continued the previous call's tokens exactly (the turn-boundary check).")
     export.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (episodes.parquet/)")
     export.add_argument("--format", required=True, choices=("atif",), help="the trajectory format: atif")
     export.add_argument("--out", metavar="DIR", help="where to write the files (default: RUN_DIR/atif)")
@@ -118,14 +121,20 @@ def handle_schema(args: argparse.Namespace) -> int:
 
 def handle_export(args: argparse.Namespace) -> int:
     try:  # deferred: the atif models are an optional extra, and every other eval command runs without them
-        from ..trajectories import file_name, to_trajectory
+        from ..trajectories import check_boundaries, file_name, gateway_calls, to_trajectory
     except ImportError as exc:
         raise ValueError(f"--format atif needs the atif extra ({exc}); pip install 'rehearsal-env[atif]'") from None
     records = read_records(args.run_dir)
     out = Path(args.out) if args.out else Path(args.run_dir) / "atif"
     out.mkdir(parents=True, exist_ok=True)
+    with_calls = 0
     for index, record in enumerate(records):
-        document = to_trajectory(record, holdout_checks=args.holdout_checks).to_json_dict()
-        (out / file_name(index, record)).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {len(records)} ATIF trajectories to {out}/")
+        calls = gateway_calls(args.run_dir, record)
+        document = to_trajectory(record, holdout_checks=args.holdout_checks, calls=calls).to_json_dict()
+        name = file_name(index, record)
+        (out / name).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        if calls:  # the turn-boundary check of an episode whose model calls the gateway kept
+            with_calls += 1
+            print(f"{name}: {check_boundaries(calls).describe()}")
+    print(f"wrote {len(records)} ATIF trajectories to {out}/ ({with_calls} with the gateway's model calls)")
     return 0

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per call to the provider (default: 600)")
     p.add_argument("--logprobs", action="store_true",
                    help="ask the provider for logprobs on calls that do not ask for them (for on-policy RL)")
+    p.add_argument("--token-ids", action="store_true",
+                   help="ask the provider for the prompt's and completion's token ids (vLLM's return_token_ids) on "
+                        "calls that do not ask, for trajectories with the engine's tokens (eval export)")
     p.set_defaults(handler=handle)
 
 
@@ -36,7 +39,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise ValueError(f"expected --timeout > 0, got {args.timeout}")
     config = GatewayConfig(upstream=args.upstream, ledger=Ledger(args.ledger), api_key_env=args.api_key_env,
-                           timeout=args.timeout, logprobs=args.logprobs)
+                           timeout=args.timeout, logprobs=args.logprobs, token_ids=args.token_ids)
     server = ServerThread(gateway_app(config), host=args.host, port=args.port)
     print(f"rehearsal gateway: listening on {server.url} (base URL for episode LINK: {server.url}/episodes/LINK/v1), "
           f"forwarding to {args.upstream}, logging to {args.ledger}/LINK.jsonl", file=sys.stderr, flush=True)

@@ -55,6 +55,9 @@ class GatewayConfig:
     logprobs: bool = False
     """Ask the provider for each sampled token's logprob (``logprobs: true``, ``top_logprobs: 1``) when the harness
     did not."""
+    token_ids: bool = False
+    """Ask the provider for the prompt's and the completion's token ids (vLLM's ``return_token_ids: true``) when the
+    harness did not; a provider that does not know the parameter may refuse the call (OpenAI's API does)."""
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -181,6 +184,8 @@ def gateway_app(config: GatewayConfig) -> FastAPI:
         if config.logprobs and "logprobs" not in body:
             body["logprobs"] = True
             body.setdefault("top_logprobs", 1)  # llama.cpp's server returns logprobs only with top_logprobs
+        if config.token_ids and "return_token_ids" not in body:
+            body["return_token_ids"] = True
         call = Call(stream=stream, model=body.get("model") if isinstance(body.get("model"), str) else None)
         http = client[0]
         send = http.build_request("POST", f"{upstream}/chat/completions", json=body, headers=headers(request))

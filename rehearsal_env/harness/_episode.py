@@ -69,6 +69,8 @@ class HostedEpisode:
         """Gateway calls already reported with a step."""
         self.unmeasured = 0
         """Gateway calls that answered without usage."""
+        self.calls_per_turn: list[int] = []
+        """How many gateway calls each step reported, in step order (kept beside the records)."""
         self._lock = threading.Lock()
 
     @property
@@ -99,6 +101,7 @@ class HostedEpisode:
                 body["usage"] = {"tokens": tally.tokens}
             action = json.dumps(body, default=str)
             result = self.table.step(self.session, self.session.steps, action)
+            self._reported()
             out = {"episode_id": self.id, "status": result["status"], "turn": result["turn"],
                    "observation": json.loads(result["observation"]), "ended": self.session.env is None,
                    "caveats": result["caveats"]}
@@ -133,8 +136,14 @@ class HostedEpisode:
                         self.counted, self.unmeasured = tally.counted, self.unmeasured + tally.unmeasured
                         body["usage"] = {"tokens": tally.tokens}
                     self.table.step(self.session, self.session.steps, json.dumps(body))
+                    self._reported()
                 self.session.ended_by = by if tally is None or tally.provider_failed is None else "provider"
             return self.ending()
+
+    def _reported(self) -> None:
+        """Note the calls the step just taken reported (those a failed step tallied go with the next one)."""
+        if self.ledger is not None:
+            self.calls_per_turn.append(self.counted - sum(self.calls_per_turn))
 
     def ending(self) -> dict[str, Any]:
         s = self.session

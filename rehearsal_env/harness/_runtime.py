@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,11 +9,11 @@ from typing import Any
 from mcp.server.lowlevel import Server
 
 from ..episodes import Recorder, SessionTable
-from ..records import write_bytes_atomic
+from ..gateway import KEPT_FOLDER, keep_calls
 from ._episode import HostedEpisode
 from ._mcp_episode import EpisodeServerConfig, episode_server
 
-GATEWAY_FOLDER = "gateway"
+GATEWAY_FOLDER = KEPT_FOLDER
 """The folder of a run directory holding each gateway episode's model calls (``<episode id>.jsonl``)."""
 
 
@@ -48,15 +47,12 @@ class EpisodeRuntime:
 
 
 def _keep_calls(episode: HostedEpisode) -> None:
-    """Copy the gateway's calls of an ended episode into its run directory, beside its records."""
+    """Copy the gateway's calls of an ended episode into its run directory, beside its records, with which step
+    reported which call."""
     run_dir = episode.session.run_dir
     if episode.ledger is None or run_dir is None:
         return
-    calls = episode.ledger.read(episode.link)[:episode.counted]
-    folder = run_dir.path / GATEWAY_FOLDER
-    folder.mkdir(exist_ok=True)
-    text = "".join(json.dumps(c, sort_keys=True) + "\n" for c in calls)
-    write_bytes_atomic(folder / f"{episode.id}.jsonl", text.encode())
+    keep_calls(run_dir.path, episode.id, episode.ledger.read(episode.link)[:episode.counted], episode.calls_per_turn)
 
 
 def episode_runtime(config: EpisodeServerConfig, storage: Storage | None = None) -> EpisodeRuntime:

@@ -8,6 +8,13 @@ One trajectory per episode:
   result, its status, fault and latency in the result's ``extra``;
 - ``agent``: the agent's name, version and model, the role's tools (OpenAI function format) when the world
   loads at the recorded version;
+- with the episode's model calls (:func:`~rehearsal_env.trajectories.gateway_calls`, or an in-process policy's own
+  :class:`~rehearsal_env.trajectories.ModelCall` list): each turn's step carries the engine's tokens of the call
+  whose reply led to it in ``metrics`` (``prompt_token_ids``, ``completion_token_ids``, ``logprobs``,
+  ``prompt_tokens``, ``completion_tokens``; ``llm_call_count`` 1); a call whose reply led to no tool call of its
+  own (a text reply the harness answered by calling again) is an agent step of its own before the turn's, with
+  no tool call; calls whose turn is not known are in ``extra.rehearsal.unplaced_model_calls``; the turn-boundary
+  check of the calls (:func:`~rehearsal_env.trajectories.check_boundaries`) is ``extra.rehearsal.token_boundaries``;
 - ``final_metrics``: steps, and our token count in ``extra`` (we record one total per action, not prompt and
   completion tokens);
 - ``extra.rehearsal``: everything else of the record: verdict (outcome, ending, reason, not-scored cause),
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +38,8 @@ from atif import Agent, FinalMetrics, Metrics, Observation, ObservationResult, S
 from ..identity import world_version
 from ..records import CheckRecord, EpisodeRecord, from_row, to_row
 from ..worlds import load_world
+from ._boundaries import check_boundaries
+from ._calls import ModelCall
 
 SCHEMA_VERSION = "ATIF-v1.8"
 """The ATIF version written (the ``atif`` package's models)."""
@@ -71,16 +81,55 @@ def _withhold(check: CheckRecord) -> CheckRecord:
     return replace(check, sql=None, params=None, want=WITHHELD)
 
 
-def to_trajectory(record: EpisodeRecord, *, holdout_checks: bool = False) -> Trajectory:
-    """The episode as an ATIF trajectory (validated by the ``atif`` models as it is built)."""
+def _metrics(call: ModelCall | None, tokens: int | None) -> Metrics | None:
+    """A step's metrics: the engine's tokens of ``call`` and the tokens the turn's action reported."""
+    extra = {"tokens": tokens} if tokens is not None else None
+    if call is None:
+        return Metrics(extra=extra) if extra else None
+    ids = call.prompt_token_ids, call.completion_token_ids, call.logprobs
+    return Metrics(prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
+                   prompt_token_ids=None if ids[0] is None else list(ids[0]),
+                   completion_token_ids=None if ids[1] is None else list(ids[1]),
+                   logprobs=None if ids[2] is None else list(ids[2]), extra=extra)
+
+
+def _call_view(call: ModelCall) -> dict[str, Any]:
+    return {"index": call.index, "turn": call.turn, "status": call.status, "note": call.note}
+
+
+def _unplaced(call: ModelCall) -> dict[str, Any]:
+    metrics = _metrics(call, None)
+    return {**_call_view(call), **(metrics.model_dump(exclude_none=True) if metrics else {})}
+
+
+def to_trajectory(record: EpisodeRecord, *, holdout_checks: bool = False,
+                  calls: Sequence[ModelCall] = ()) -> Trajectory:
+    """The episode as an ATIF trajectory (validated by the ``atif`` models as it is built).
+
+    ``calls``: the episode's model calls with the engine's tokens, in the order they were made (see the module
+    docstring); empty: the trajectory carries no token ids and no boundary check."""
     request, tools = _world_context(record)
     withheld = record.split == "holdout" and not holdout_checks
     steps: list[Step] = [Step(step_id=1, source="user", message=request or "",
                               extra={_KEY: {"request_known": request is not None}})]
+    turns = {turn.turn for turn in record.trace}
+    by_turn: dict[int, list[ModelCall]] = {}
+    for call in calls:
+        if call.turn is not None and call.turn in turns:
+            by_turn.setdefault(call.turn, []).append(call)
     for turn in record.trace:
         tool, args, tokens = _arguments(turn.action)
+        placed = by_turn.get(turn.turn, [])
+        earlier, last = placed[:-1], placed[-1] if placed else None
+        for call in earlier:  # replies that led to no tool call of their own, then the one that led to this turn
+            steps.append(Step(step_id=len(steps) + 1, source="agent", message="", model_name=record.model,
+                              metrics=_metrics(call, None), llm_call_count=1,
+                              extra={_KEY: {"model_call": _call_view(call)}}))
         call_id = f"turn-{turn.turn}"
         rest = {k: v for k, v in to_row(turn).items() if k not in ("action", "observation")}
+        mine: dict[str, Any] = {"action": turn.action, "turn": rest}
+        if last is not None:
+            mine["model_call"] = _call_view(last)
         steps.append(Step(
             step_id=len(steps) + 1, source="agent", message="", model_name=record.model,
             tool_calls=[ToolCall(tool_call_id=call_id, function_name=turn.tool or tool or "<malformed action>",
@@ -89,12 +138,22 @@ def to_trajectory(record: EpisodeRecord, *, holdout_checks: bool = False) -> Tra
                 source_call_id=call_id, content=turn.observation,
                 extra={"status": turn.status, "fault": turn.fault, "rejected": turn.rejected,
                        "latency_ms": turn.latency_ms})]),
-            metrics=Metrics(extra={"tokens": tokens}) if tokens is not None else None,
-            extra={_KEY: {"action": turn.action, "turn": rest}}))
+            metrics=_metrics(last, tokens), llm_call_count=1 if last is not None else None,
+            extra={_KEY: mine}))
     body = to_row(record)
     body.pop("trace")
     if withheld:
         body["checks"] = [to_row(_withhold(c)) for c in record.checks]
+    ours: dict[str, Any] = {
+        "record": body, "holdout_checks_withheld": withheld,
+        "verdict": {"outcome": record.outcome, "ending": record.ending, "reward": record.reward,
+                    "outcome_reward": record.outcome_reward, "reason": record.reason,
+                    "not_scored_cause": record.not_scored_cause}}
+    if calls:
+        ours["token_boundaries"] = check_boundaries(calls).to_dict()
+        unplaced = [_unplaced(c) for c in calls if c.turn not in turns]
+        if unplaced:
+            ours["unplaced_model_calls"] = unplaced
     return Trajectory(
         schema_version=SCHEMA_VERSION, session_id=record.run_id,
         trajectory_id=f"{record.scenario}#{record.agent}@{record.agent_version}#{record.repeat}",
@@ -104,10 +163,7 @@ def to_trajectory(record: EpisodeRecord, *, holdout_checks: bool = False) -> Tra
         notes="rehearsal-env episode record; the verdict, checks and provenance are in extra.rehearsal",
         final_metrics=FinalMetrics(total_steps=len(steps), extra={"tokens": record.tokens, "turns": record.turns,
                                                                   "tool_calls": record.tool_calls}),
-        extra={_KEY: {"record": body, "holdout_checks_withheld": withheld,
-                      "verdict": {"outcome": record.outcome, "ending": record.ending, "reward": record.reward,
-                                  "outcome_reward": record.outcome_reward, "reason": record.reason,
-                                  "not_scored_cause": record.not_scored_cause}}})
+        extra={_KEY: ours})
 
 
 def to_record(trajectory: Trajectory | dict[str, Any]) -> EpisodeRecord:
