@@ -296,3 +296,19 @@ def test_the_round_3_sabotage_changes_neither_the_verified_count_nor_readiness(
                             readiness.counted, readiness.not_scored))
         assert figures[0] == figures[1], (name, backend, figures)
         assert figures[0][1] == 0 and figures[0][0] >= len(firsts), (name, backend, figures)  # every reference verifies
+
+
+def test_the_tokens_an_action_reports_are_read_once_per_step_and_match_a_fresh_parse() -> None:
+    """A served step asks the tokens of the action the env just parsed: the same answer as parsing it again."""
+    from rehearsal_env.env import parse_action, reported_tokens
+    from rehearsal_env.env._action import Rejected
+
+    with_usage = json.dumps({"tool": "finish", "args": {"message": "x"}, "usage": {"tokens": 7}})
+    without = json.dumps({"tool": "finish", "args": {"message": "x"}})
+    for action in (with_usage, without):
+        parsed = parse_action(action)
+        assert reported_tokens(action) == parsed.tokens  # the one just parsed
+    twin = "".join(list(with_usage))  # equal text, another object: parsed afresh
+    assert twin is not with_usage and reported_tokens(twin) == 7 and reported_tokens(without) is None
+    with pytest.raises(Rejected):
+        reported_tokens("{not json")

@@ -1,6 +1,15 @@
 """The env: an episode's step contract and its Gymnasium wrapper."""
 
-from ._action import MAX_ACTION_CHARS, MAX_DEPTH, MAX_TOKENS, action_text, parse_action, readable_action, record_text
+from ._action import (
+    MAX_ACTION_CHARS,
+    MAX_DEPTH,
+    MAX_TOKENS,
+    action_text,
+    parse_action,
+    readable_action,
+    record_text,
+    reported_tokens,
+)
 from ._checkpoint import CheckpointError, Served, open_served, read_header, wrap_served
 from ._crash import ToolCrash
 from ._customer import Customer, ScriptedCustomer
@@ -43,6 +52,7 @@ __all__ = [
     "wrap_served",
     "readable_action",
     "record_text",
+    "reported_tokens",
     "register_envs",
     "restore",
 ]

@@ -106,8 +106,21 @@ def _shown(action: str) -> str:
     return repr(record_text(action[:80]))
 
 
+_last: tuple[str, int | None] = ("", None)
+"""The last action text parsed (the object itself) and its reported tokens: :func:`reported_tokens` of the
+action a step just parsed is not parsed again (a served step asked it of every action, a second parse)."""
+
+
+def reported_tokens(action: str) -> int | None:
+    """The tokens ``action`` reports in ``usage`` (None: none); the action must parse (raises :class:`Rejected`
+    otherwise). The action the env parsed last (this very object) is not parsed again."""
+    text, tokens = _last
+    return tokens if text is action else parse_action(action).tokens
+
+
 def parse_action(action: object) -> Action:
     """The action's tool, arguments and usage; raises :class:`Rejected` saying what was wrong."""
+    global _last
     if not isinstance(action, str):
         raise Rejected(f'malformed action: expected text (a str holding JSON {{"tool": NAME, "args": {{...}}}}), '
                        f"got {type(action).__name__}; a policy returns the JSON as a string")
@@ -142,6 +155,7 @@ def parse_action(action: object) -> Action:
     if _has_surrogate(name) or _has_surrogate(args):
         raise Rejected("malformed action: a text value holds a lone surrogate (an unpaired \\ud800-\\udfff "
                        "escape is not valid Unicode); send valid text")
+    _last = (action, tokens)
     return Action(name, args, tokens, *(split or (None, None)))
 
 

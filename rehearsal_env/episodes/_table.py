@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..backends import Database, DatabaseError
-from ..env import RehearsalEnv, parse_action
+from ..env import RehearsalEnv, reported_tokens
 from ..provenance import provenance_of
 from ..runner import take_turn
 from ..scenarios import Scenario
@@ -239,7 +239,7 @@ class SessionTable:
             observation, reward, terminated, truncated, info = take_turn(session.env, action)  # the runners' turn
             reward = step_reward_view(reward, info, session.scenario.split)
             if not session.tokens_reported and info["status"] != "rejected":  # not rejected: it parsed
-                session.tokens_reported = parse_action(action).tokens is not None
+                session.tokens_reported = reported_tokens(action) is not None
             body: dict[str, Any] = {"observation": observation, "reward": reward, "terminated": terminated,
                                     "truncated": truncated, "status": info["status"], "turn": info["turn"],
                                     "step_index": step_index + 1, "verdict": None, "reward_detail": None}
