@@ -62,6 +62,15 @@ def status_mb(pid: int, field: str) -> float:
     raise RuntimeError(f"no {field} for process {pid}")
 
 
+def pss_mb(pid: int) -> float:
+    """The process's proportional set size: each page counted once however many mappings share it (a session's copy
+    on write by page maps the snapshot's shared pages once per session; ``VmRSS`` counts them once per mapping)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no Pss for process {pid}")
+
+
 def scenario_ids(world: str) -> list[str]:
     return [s.id for s in rehearsal_env.load_world(world).scenarios()]
 
@@ -82,14 +91,14 @@ def in_process(world: str, sessions: int, mid: int) -> dict[str, Any]:
             break
     warm.close()
     pid = os.getpid()
-    base = status_mb(pid, "VmRSS")
+    base, base_pss = status_mb(pid, "VmRSS"), pss_mb(pid)
     envs = [rehearsal_env.make(f"{world}/{ids[i % len(ids)]}") for i in range(sessions)]
     states, resets = [], []
     for env in envs:
         t0 = time.perf_counter()
         states.append(env.reset(seed=0))
         resets.append((time.perf_counter() - t0) * 1000)
-    idle = status_mb(pid, "VmRSS")
+    idle, idle_pss = status_mb(pid, "VmRSS"), pss_mb(pid)
     first_writes, steps = [], 0
     for env, (observation, info) in zip(envs[:mid], states[:mid], strict=True):
         agent = make_agent("reference", env.scenario)
@@ -105,9 +114,10 @@ def in_process(world: str, sessions: int, mid: int) -> dict[str, Any]:
                 break
             if terminated or truncated:
                 break
-    mid_rss = status_mb(pid, "VmRSS")
+    mid_rss, mid_pss = status_mb(pid, "VmRSS"), pss_mb(pid)
     private = sum(bool(getattr(env.db, "private", True)) for env in envs)
-    return {"base": base, "idle": idle, "mid": mid_rss, "peak": status_mb(pid, "VmHWM"), "wrote": len(first_writes),
+    return {"base": base, "idle": idle, "mid": mid_rss, "base_pss": base_pss, "idle_pss": idle_pss, "mid_pss": mid_pss,
+            "peak": status_mb(pid, "VmHWM"), "wrote": len(first_writes),
             "steps": steps, "private": private, "reset_ms": statistics.median(resets),
             "first_write_ms": statistics.median(first_writes) if first_writes else float("nan")}
 
@@ -242,6 +252,8 @@ def main() -> None:
     parser.add_argument("--no-http", action="store_true", help="in-process rows only")
     parser.add_argument("--loop-only", action="store_true", help="only the steady-state episode loop")
     parser.add_argument("--loop-episodes", type=int, default=600, help="timed episodes of the loop (default 600)")
+    parser.add_argument("--written", type=int, metavar="N", help="only N in-process shop sessions, every one of them "
+                        "played to its first write (shared mode), RSS and PSS (issue 37)")
     parser.add_argument("--child", nargs=4, metavar=("PLACE", "WORLD", "N", "M"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -251,6 +263,9 @@ def main() -> None:
                    if place == "loop" else asyncio.run(over_http(world, int(n), int(m), share)))
         print(json.dumps(figures))
         return
+    if args.written:
+        written(args.written)
+        return
     if not args.loop_only:
         sessions_table(args.quick, args.no_http)
     print(f"steady state: one env per scenario, {args.loop_episodes} reference episodes round robin, medians")
@@ -259,6 +274,25 @@ def main() -> None:
         for mode in ("shared", "private"):
             f = child("loop", world, args.loop_episodes, 0, mode == "shared")
             print(f"{world:<10}{mode:<9}{f['episode_ms']:>11.3f}{f['reset_ms']:>10.3f}{f['peak']:>9.0f}", flush=True)
+
+
+def written(n: int) -> None:
+    """N shop sessions in process, all past their first write: MiB of RSS and of PSS (a page shared by several
+    mappings counted once), total and per session, and the extrapolation to 10,000."""
+    try:
+        from rehearsal_env.backends._sqlitepages import AVAILABLE as by_page  # noqa: PLC0415
+    except ImportError:  # before issue 37: every written session deserializes the whole snapshot
+        by_page = False
+    f = child("in-process", "shop", n, n, True)
+    print(f"{n} shop sessions in process, {f['wrote']} past their first write; copies by page: {by_page}")
+    for name, key in (("RSS", ""), ("PSS", "_pss")):
+        base, idle, mid = f["base" + key], f["idle" + key], f["mid" + key]
+        per_idle, per_write = (idle - base) / n, (mid - idle) / max(1, f["wrote"])
+        at_10k = base + 10000 * (per_idle + per_write)
+        print(f"{name}: base {base:.0f} MiB, idle {idle:.0f}, all written {mid:.0f}; per session idle {per_idle:.3f} "
+              f"MiB, added by its first write {per_write:.3f} MiB; 10,000 written sessions: {at_10k:.0f} MiB "
+              f"({'measured' if n >= 10000 else 'extrapolated'}; goal {GOAL_MB} MiB)")
+    print(f"median first write {f['first_write_ms']:.3f} ms, median reset {f['reset_ms']:.3f} ms")
 
 
 def sessions_table(quick: bool, no_http: bool) -> None:

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._database import Row
+from ._sqlitepages import AVAILABLE as PAGES_AVAILABLE
+from ._sqlitepages import SnapshotFile
 from ._sqliteread import PROGRESS_STEPS, Ticker, authorize_read_only
 
 _NAMES = itertools.count()
@@ -92,6 +94,17 @@ class SharedSnapshot:
         finally:
             source.close()
         self._local = threading.local()
+        self._file: SnapshotFile | None = None
+        self._file_lock = threading.Lock()
+
+    def pages(self) -> SnapshotFile | None:
+        """The snapshot as a memory file that sessions' copies map page by page (made at the first write of any
+        session; None where copy on write by page is not available: see :mod:`._sqlitepages`)."""
+        if self._file is None and PAGES_AVAILABLE:
+            with self._file_lock:
+                if self._file is None:
+                    self._file = SnapshotFile(self.snapshot)
+        return self._file
 
     def reader(self) -> Reader:
         """This thread's reader (opened on first use)."""

@@ -5,10 +5,13 @@ serialized to bytes; the same snapshot is also held once in a process-wide
 in-memory database (:mod:`._sqliteshare`). A new env's database reads that shared
 snapshot (each thread through its own read-only connection) until its first write:
 the statement the shared snapshot refuses, before it runs, is run on the env's own
-copy, deserialized from the bytes then (about 0.1-0.3 ms for 1.5 MB), in the same
-transaction. ``reset()`` drops the copy: the env reads the shared snapshot again. So
-sessions that only read cost no copy of the world; a session costs one from its
-first write to its next reset (:data:`SHARE_SNAPSHOTS` turns sharing off).
+copy, made then, in the same transaction. The copy is copied on write by page
+(:mod:`._sqlitepages`: a private mapping of the snapshot held once in memory, so a
+session owns only the pages it wrote; where that is not available, the snapshot's
+bytes deserialized, about 0.1-0.3 ms for 1.5 MB). ``reset()`` drops the copy (the
+connection is kept for the next one): the env reads the shared snapshot again. So
+sessions that only read cost no copy of the world; a session costs its written pages
+from its first write to its next reset (:data:`SHARE_SNAPSHOTS` turns sharing off).
 
 Checks and agents' queries run read-only within bounds (:mod:`._sqliteread`):
 ``PRAGMA query_only``, an authorizer that denies every action but reading (for an
@@ -38,6 +41,7 @@ from typing import Any
 from ..checks import CheckError, CheckRefused, agent_sql_refusal, validate_check_sql
 from ._database import APP_STATEMENT_TIMEOUT_S, ApplicationError, DatabaseError, Dialect, Row
 from ._spec import DatabaseSpec
+from ._sqlitepages import PageCopy, attach_pages
 from ._sqliteread import (
     AGENT_LIMITS,
     PROGRESS_STEPS,
@@ -76,6 +80,10 @@ class SQLiteDatabase:
         self._snapshot = self._shared.snapshot
         self._conn: sqlite3.Connection | None = None
         """The private copy (None: reads go to this thread's reader of the shared snapshot)."""
+        self._pages: PageCopy | None = None
+        """The private copy's pages, when it is copied on write by page."""
+        self._kept: sqlite3.Connection | None = None
+        """The connection of the last copy, without a database, kept for the next one."""
         self._in_transaction = False
         self._changes_at_begin: int | None = None
         self._lost: str | None = None
@@ -102,21 +110,36 @@ class SQLiteDatabase:
         if self._conn is not None:
             return self._conn
         self._reader()  # a closed or lost database stays so
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn, self._kept = self._kept, None
         try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
-            conn.set_progress_handler(*self._ticker)
-            conn.deserialize(self._snapshot)
+            if conn is None:  # a kept connection has its settings already
+                conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
+                conn.set_progress_handler(*self._ticker)
+            self._copy_snapshot(conn)
             if self._in_transaction:
                 conn.execute("BEGIN")
                 self._changes_at_begin = conn.total_changes
         except (sqlite3.Error, MemoryError) as exc:
-            conn.close()
+            self._release_pages()
+            if conn is not None:
+                conn.close()
             self._lost = f"its own copy of the snapshot could not be made ({exc!r})"
             raise DatabaseError(f"SQLite could not copy the snapshot: {exc!r}") from exc
         self._conn = conn
         return conn
+
+    def _copy_snapshot(self, conn: sqlite3.Connection) -> None:
+        """Make ``conn``'s database the snapshot: mapped page by page where possible, else deserialized."""
+        pages = self._shared.pages()
+        if pages is not None:
+            try:
+                self._pages = attach_pages(conn, pages)
+                return
+            except OSError:
+                pass  # no address space for the mapping (a strict overcommit policy): a copy of the bytes
+        conn.deserialize(self._snapshot)
 
     def touched(self) -> dict[str, set[Any]]:
         conn = self._conn if self._conn is not None else self._reader().conn
@@ -257,7 +280,8 @@ class SQLiteDatabase:
                 self._private()
             else:
                 try:
-                    self._conn.deserialize(self._snapshot)
+                    self._release_pages()
+                    self._copy_snapshot(self._conn)
                 except sqlite3.Error as exc:
                     raise DatabaseError(f"SQLite could not restore the snapshot: {exc}") from exc
             return
@@ -266,11 +290,33 @@ class SQLiteDatabase:
     def _drop_private(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.close()
+            if self._release_pages() and self._kept is None:
+                self._kept = conn  # its database given back: the next copy reuses it (no new connection)
+            else:
+                conn.close()
+
+    def _release_pages(self) -> bool:
+        """Unmap the copy's pages, if it was copied by page; whether its connection is still open."""
+        pages, self._pages = self._pages, None
+        if pages is None:
+            return False
+        pages.detach()
+        return _open(pages.conn)
 
     def close(self) -> None:
         self._lost = "closed (close() was called)"
         self._drop_private()
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.close()
+
+
+def _open(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018  (raises on a closed connection)
+    except sqlite3.ProgrammingError:
+        return False
+    return True
 
 
 def single_value(rows: Sequence[Sequence[Any]]) -> Any:
