@@ -135,7 +135,8 @@ def test_a_gateway_episode_exports_the_engines_tokens_and_passes_the_boundary_ch
     assert agent[1].metrics is not None and agent[1].metrics.prompt_token_ids is None
     report = document["extra"]["rehearsal"]["token_boundaries"]
     assert report["verdict"] == EXACT and report["checked"] == len(engine.calls) - 1 and not report["drifts"]
-    assert f"{len(engine.calls) - 1} turn boundaries of {len(engine.calls)} model calls continue" in out
+    boundaries, made = len(engine.calls) - 1, len(engine.calls)
+    assert f"token-exact: {boundaries} turn boundaries continue token for token over {made} model calls" in out
 
     # an in-process policy's own calls: one whose reply led to no step becomes a step of its own before the turn's
     calls = list(gateway_calls(run_dir, record))

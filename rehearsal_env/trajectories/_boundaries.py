@@ -76,7 +76,8 @@ class BoundaryReport:
             first = self.drifts[0].describe()
             return f"token drift at {len(self.drifts)} of {self.checked} turn boundaries; first at {first}"
         if self.checked:
-            return f"token-exact: {self.checked} turn boundaries of {self.calls} model calls continue token for token"
+            boundaries = f"{self.checked} turn boundar" + ("y continues" if self.checked == 1 else "ies continue")
+            return f"token-exact: {boundaries} token for token over {self.calls} model calls"
         return (f"unchecked: {self.with_ids} of {self.calls} model calls recorded prompt and completion token ids, "
                 "no two in a row")
 
