@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import openai
 import pytest
+from test_live_model import live_server  # noqa: F401  (the tiny model's server fixture: started, skipped, required)
 from tokenengine import EXACT_TEMPLATE, TEXT_TEMPLATE, TokenEngine, render, reply_text, special, train_tokenizer
 
 from rehearsal_env.agents.testing import ModelServer, Reply
@@ -71,9 +72,9 @@ def solver() -> Iterator[ModelServer]:
         yield server
 
 
-def _play(tmp_path: Path, engine: TokenEngine, link: str) -> Path:
-    """Play SCENARIO over MCP (in memory) with the engine behind the gateway (asking for token ids and logprobs);
-    the run directory."""
+def _play(tmp_path: Path, engine: TokenEngine | str, link: str, **sampling: Any) -> Path:
+    """Play SCENARIO over MCP (in memory) with the engine (or the server at that base URL) behind the gateway
+    (asking for token ids and logprobs); the run directory."""
     from mcp.shared.memory import create_connected_server_and_client_session
 
     from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, drive, episode_runtime
@@ -83,18 +84,20 @@ def _play(tmp_path: Path, engine: TokenEngine, link: str) -> Path:
                                                                    reward_profile="rl"),
                                                   who=LOCAL, ledger=ledger, link=link),
                               Storage(out=tmp_path / "runs"))
-    config = GatewayConfig(upstream=engine.base_url, ledger=ledger, logprobs=True, token_ids=True)
+    upstream = engine if isinstance(engine, str) else engine.base_url
+    config = GatewayConfig(upstream=upstream, ledger=ledger, logprobs=True, token_ids=True, timeout=180.0)
+    model = "smollm2" if isinstance(engine, str) else "solver"
 
     async def main(url: str) -> Any:
         async with openai.AsyncOpenAI(base_url=f"{url}/episodes/{link}/v1", api_key="unused", max_retries=0) \
                 as client, create_connected_server_and_client_session(runtime.server) as session:
             init = await session.initialize()
-            return await drive(session, client, "solver", instructions=init.instructions or "")
+            return await drive(session, client, model, instructions=init.instructions or "", **sampling)
 
     with ServerThread(gateway_app(config)) as gateway:
         played = anyio.run(main, gateway.url)
     runtime.close()
-    assert played.ended is not None, "the solver plays the scenario to its end"
+    assert played.ended is not None or isinstance(engine, str), "the solver plays the scenario to its end"
     return tmp_path / "runs" / "shop-rl"
 
 
@@ -258,3 +261,25 @@ def test_an_episode_not_played_through_the_gateway_exports_as_before(tmp_path: P
     document = to_trajectory(record, calls=gateway_calls(tmp_path / "plain", record)).to_json_dict()
     assert "token_boundaries" not in document["extra"]["rehearsal"] and not _with_ids(document)
     assert document == to_trajectory(record).to_json_dict()
+
+
+def test_the_tiny_real_model_s_logprobs_are_exported_and_its_missing_ids_leave_the_check_unchecked(
+        live_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    """SmolLM2 behind llama.cpp's OpenAI server (``rehearsal models serve``; the ``live`` extra, skips without it
+    unless ``REHEARSAL_REQUIRE_LIVE_MODEL=1``) through the gateway: it returns logprobs but no token ids (and takes
+    ``return_token_ids`` without refusing), so the export carries the model's own logprobs and the check says
+    ``unchecked``, never ``exact``."""
+    _need_mcp()
+    run_dir = _play(tmp_path, live_server, "tokens-live", max_calls=1, temperature=0.0, seed=0, max_tokens=48,
+                    tool_choice={"type": "function", "function": {"name": "find_customer"}})
+    document, out = _export(run_dir, capsys)
+    Trajectory.model_validate(document)
+    report = document["extra"]["rehearsal"]["token_boundaries"]
+    assert report["verdict"] == UNCHECKED and report["with_ids"] == 0 and report["calls"] >= 1
+    assert "unchecked: 0 of" in out
+    logprobs = [s["metrics"]["logprobs"] for s in document["steps"] if (s.get("metrics") or {}).get("logprobs")]
+    assert logprobs and all(lp <= 0 for step in logprobs for lp in step)
+    for step in document["steps"]:
+        metrics = step.get("metrics") or {}
+        if metrics.get("logprobs"):  # one logprob a generated token (llama.cpp's own count)
+            assert len(metrics["logprobs"]) == metrics["completion_tokens"]
