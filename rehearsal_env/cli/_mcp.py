@@ -75,8 +75,8 @@ def _principal(args: argparse.Namespace) -> Principal:
 def handle(args: argparse.Namespace) -> int:
     try:  # deferred: the mcp SDK is an optional extra, and every other command runs without it
         from .. import harness
-    except ImportError as exc:
-        raise ValueError(f"rehearsal mcp needs the mcp extra ({exc}); pip install 'rehearsal-env[mcp]'") from None
+    except ImportError as exc:  # the harness names the SDK version found and the range wanted, or what is missing
+        raise ValueError(f"rehearsal mcp cannot start: {exc}") from None
     keys: KeyStore | None = None
     if args.transport == "http":
         if args.key:

@@ -8,15 +8,21 @@
 - the model gateway (:mod:`rehearsal_env.gateway`) logs each episode's model calls; with its ledger, each
   step reports their tokens.
 
-Needs the ``mcp`` extra (``pip install rehearsal-env[mcp]``).
+Needs the ``mcp`` extra (``pip install rehearsal-env[mcp]``): the MCP Python SDK 2.x. Importing this package with
+no SDK, or one outside that range, raises an :class:`ImportError` that names the version found and the range wanted.
 """
 
-from ._driver import Played, drive
-from ._episode import DISCONNECTED, EpisodeSpec, HostedEpisode
-from ._mcp_episode import EPISODE_URI, LINK_HEADER, POLICIES_URI, PROMPT, EpisodeServerConfig, episode_server
-from ._mcp_product import MAX_RUN_EPISODES, TOOLS, Product, product_server
-from ._runtime import GATEWAY_FOLDER, EpisodeRuntime, Storage, episode_runtime
-from ._transport import MCP_PATH, http_app, serve_stdio
+from ._sdk import RANGE as SDK_RANGE
+from ._sdk import SdkMissing, SdkUnsupported, check_sdk
+
+check_sdk()  # before any module that imports the SDK
+
+from ._driver import Played, drive  # noqa: E402
+from ._episode import DISCONNECTED, EpisodeSpec, HostedEpisode  # noqa: E402
+from ._mcp_episode import EPISODE_URI, LINK_HEADER, POLICIES_URI, PROMPT, EpisodeServerConfig, episode_server  # noqa: E402
+from ._mcp_product import MAX_RUN_EPISODES, TOOLS, Product, product_server  # noqa: E402
+from ._runtime import GATEWAY_FOLDER, EpisodeRuntime, Storage, episode_runtime  # noqa: E402
+from ._transport import MCP_PATH, http_app, serve_stdio  # noqa: E402
 
 __all__ = [
     "DISCONNECTED",
@@ -27,6 +33,7 @@ __all__ = [
     "MCP_PATH",
     "POLICIES_URI",
     "PROMPT",
+    "SDK_RANGE",
     "Played",
     "TOOLS",
     "EpisodeRuntime",
@@ -34,7 +41,10 @@ __all__ = [
     "EpisodeSpec",
     "HostedEpisode",
     "Product",
+    "SdkMissing",
+    "SdkUnsupported",
     "Storage",
+    "check_sdk",
     "drive",
     "episode_runtime",
     "episode_server",

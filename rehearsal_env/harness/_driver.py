@@ -24,7 +24,7 @@ class Played:
     """What the harness did."""
 
     ended: dict[str, Any] | None = None
-    """The last tool result's ``structuredContent`` once the episode ended (None: the model stopped first)."""
+    """The last tool result's ``structured_content`` once the episode ended (None: the model stopped first)."""
     actions: list[tuple[str, Any]] = field(default_factory=list)
     """Every tool call sent, in order (name, arguments)."""
     model_calls: int = 0
@@ -36,7 +36,7 @@ async def drive(session: ClientSession, client: openai.AsyncOpenAI, model: str, 
     """Play the session's episode with ``model`` for at most ``max_calls`` model calls."""
     listed = (await session.list_tools()).tools
     tools: Any = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
-                                                    "parameters": t.inputSchema}} for t in listed]
+                                                    "parameters": t.input_schema}} for t in listed]
     prompt = await session.get_prompt(PROMPT)
     request = prompt.messages[-1].content
     messages: list[Any] = [{"role": "system", "content": instructions},
@@ -67,7 +67,7 @@ async def drive(session: ClientSession, client: openai.AsyncOpenAI, model: str, 
             result = await session.call_tool(function.name, args)
             text = next((getattr(c, "text", "") for c in result.content), "")
             messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-            if result.structuredContent and result.structuredContent.get("ended"):
-                played.ended = result.structuredContent
+            if result.structured_content and result.structured_content.get("ended"):
+                played.ended = result.structured_content
                 return played
     return played

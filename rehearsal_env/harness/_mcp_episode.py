@@ -13,14 +13,19 @@ Built on the official ``mcp`` SDK's low-level :class:`mcp.server.lowlevel.Server
   carried out and not a turn; malformed JSON-RPC gets the SDK's protocol errors;
 - ``prompts``: ``scenario``, the system prompt (role, policies) and the customer's request;
 - ``resources``: ``rehearsal://episode`` (the episode as it stands: opening, turns taken, verdict once
-  ended) and ``rehearsal://policies``; a URI this server does not have is ``-32002`` (resource not found).
+  ended) and ``rehearsal://policies``; a URI this server does not have is ``-32002`` (resource not found; ``-32602``
+  on the 2026-07-28 wire, SEP-2164), and there are no resource templates.
   ``resources/subscribe`` to ``rehearsal://episode`` sends ``notifications/resources/updated`` after every
   step; a subscription to any other URI is accepted and tracked, but nothing else here ever changes;
 - ``logging``: when the episode ends, an ``info`` message with its outcome, reward and run directory
   (``logging/setLevel`` above ``info`` silences it).
 
-One episode per MCP session: started at the session's first request, settled when the session closes
-(``gave_up``: the harness disconnected) or when it has been idle for the idle timeout.
+One episode per MCP session (a connection of the initialize handshake: stdio, or a streamable HTTP session):
+started at the session's first request that needs it, settled when the session closes (``gave_up``: the harness
+disconnected) or when it has been idle for the idle timeout. A request of the stateless 2026-07-28 wire has no
+session to hold an episode: it lists the tools, prompts and resources and reads the policies, and a request that
+needs the episode (``tools/call``, ``prompts/get``, reading ``rehearsal://episode``) is answered with what to do
+instead (connect with the initialize handshake), nothing carried out.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +44,8 @@ import anyio
 import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._version import __version__
 from ..episodes import Principal, SessionTable
@@ -53,7 +60,8 @@ EPISODE_URI = "rehearsal://episode"
 POLICIES_URI = "rehearsal://policies"
 PROMPT = "scenario"
 RESOURCE_NOT_FOUND = -32002
-"""The MCP spec's JSON-RPC error code for a resource the server does not have."""
+"""The JSON-RPC error code for a resource the server does not have on the handshake wire (through 2025-11-25); the
+2026-07-28 wire uses -32602, invalid params (SEP-2164)."""
 T = TypeVar("T")
 
 
@@ -84,7 +92,7 @@ LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "e
 
 
 class _Slot:
-    """The episode of one MCP session (created at its first request)."""
+    """The episode of one MCP session (created at its first request that needs one)."""
 
     def __init__(self) -> None:
         self.episode: HostedEpisode | None = None
@@ -96,14 +104,29 @@ class _Slot:
         """URIs the client subscribed to (``resources/subscribe``)."""
 
 
-class _Server(Server[Any, Any]):
-    """The SDK's low-level server, declaring resource subscriptions (the SDK 1.x always declares none)."""
+class _Live:
+    """The server's sessions with a slot (the lifespan's state: one per stdio process, one per HTTP server)."""
 
-    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
-        capabilities = super().get_capabilities(*args, **kwargs)
-        if capabilities.resources is not None:
-            capabilities.resources.subscribe = True
-        return capabilities
+    def __init__(self) -> None:
+        self.slots: set[_Slot] = set()
+
+
+SLOT_KEY = "rehearsal_slot"
+"""The key of a session's :class:`_Slot` in the SDK's per-connection state."""
+STATELESS = ("this episode server keeps one episode per MCP session, and a request of the stateless {version} wire "
+             "has none: connect with the initialize handshake (protocol 2025-11-25; the SDK's ClientSession, or "
+             "Client(mode='legacy')) and send this request in that session (nothing was carried out)")
+
+
+def _connection(ctx: Any) -> Any:
+    """The SDK's per-connection object of a request (its ``state`` and ``exit_stack`` outlive the request).
+
+    The low-level context exposes it only on its session (``ServerSession._connection``, SDK 2.x)."""
+    return ctx.session._connection
+
+
+def _stateless(ctx: Any) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _link_of(request: Any) -> str | None:
@@ -115,98 +138,117 @@ def _link_of(request: Any) -> str | None:
 
 
 def episode_server(config: EpisodeServerConfig, table: SessionTable,
-                   on_end: Callable[[HostedEpisode], None] | None = None) -> Server[Any, Any]:
+                   on_end: Callable[[HostedEpisode], None] | None = None) -> Server[Any]:
     """The MCP server of ``config``'s episode; sessions' episodes live in ``table``.
 
     ``on_end(episode)`` runs (in a worker thread) after each episode ends, e.g. to flush the recorder."""
     spec = config.spec
     tools = spec.world.tools_for(spec.scenario.role, offers_retry=spec.scenario.offers_retry)
-    listed = [types.Tool(name=t.name, description=t.description, inputSchema=dict(t.parameters))
+    listed = [types.Tool(name=t.name, description=t.description, input_schema=dict(t.parameters))
               for t in tools.values()]
     prompt_text = system_prompt(spec.world, spec.scenario)
 
     async def off_loop(fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(partial(fn, *args))
 
-    async def reaper(slot: _Slot) -> None:
+    async def settle(slot: _Slot, reason: str) -> None:
+        ep = slot.episode
+        if ep is not None and not ep.ended:
+            await off_loop(ep.settle, reason)
+            if on_end is not None:
+                await off_loop(on_end, ep)
+
+    async def reaper(live: _Live) -> None:
         every = min(1.0, config.idle_timeout / 4)
         while True:
             await asyncio.sleep(every)
-            ep = slot.episode
-            if ep is None or ep.ended:
-                continue
-            if not slot.busy and time.monotonic() - ep.session.last_used > config.idle_timeout:
-                await off_loop(ep.settle, "idle_timeout")
-                if on_end is not None:
-                    await off_loop(on_end, ep)
+            for slot in list(live.slots):
+                ep = slot.episode
+                if ep is not None and not ep.ended and not slot.busy and (
+                        time.monotonic() - ep.session.last_used > config.idle_timeout):
+                    await settle(slot, "idle_timeout")
 
     @contextlib.asynccontextmanager
-    async def lifespan(server: Server[Any, Any]) -> AsyncIterator[_Slot]:
-        slot = _Slot()
-        task = asyncio.create_task(reaper(slot))
+    async def lifespan(server: Server[Any]) -> AsyncIterator[_Live]:
+        live = _Live()
+        task = asyncio.create_task(reaper(live))
         try:
-            yield slot
+            yield live
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            ep = slot.episode
-            if ep is not None and not ep.ended:
-                with anyio.CancelScope(shield=True):
-                    await off_loop(ep.settle, "disconnect")
-                    if on_end is not None:
-                        await off_loop(on_end, ep)
+            with anyio.CancelScope(shield=True):
+                for slot in list(live.slots):
+                    await settle(slot, "disconnect")
 
-    server: Server[Any, Any] = _Server("rehearsal-env", version=__version__, instructions=prompt_text,
-                                       lifespan=lifespan)
+    def slot_of(ctx: Any) -> _Slot:
+        """The session's slot, made at its first request; settled when the SDK closes the connection."""
+        connection = _connection(ctx)
+        slot: _Slot | None = connection.state.get(SLOT_KEY)
+        if slot is None:
+            live: _Live = ctx.lifespan_context
+            slot = connection.state[SLOT_KEY] = _Slot()
+            live.slots.add(slot)
 
-    async def episode() -> HostedEpisode:
-        """The session's episode, started for the caller at its first request; a request of another caller (over
-        HTTP: another key) is refused."""
-        ctx = server.request_context
-        slot: _Slot = ctx.lifespan_context
+            async def closed() -> None:
+                live.slots.discard(slot)
+                await settle(slot, "disconnect")
+
+            connection.exit_stack.push_async_callback(closed)
+        return slot
+
+    async def episode(ctx: Any) -> HostedEpisode:
+        """The session's episode, started for the caller at its first request that needs it; a request of another
+        caller (over HTTP: another key) is refused, and so is a stateless request (it has no session)."""
+        if _stateless(ctx):
+            raise MCPError(types.INVALID_REQUEST, STATELESS.format(version=ctx.protocol_version))
+        slot = slot_of(ctx)
         who = principal_of(ctx.request) or config.who
         async with slot.creating:
             if slot.episode is None:
                 if who.agents and spec.agent not in who.agents:
-                    raise McpError(types.ErrorData(code=types.INVALID_REQUEST, message=(
+                    raise MCPError(types.INVALID_REQUEST, (
                         f"this key (id {who.key_id}) plays only as agent(s) {', '.join(who.agents)}; this server "
                         f"records its episodes as agent {spec.agent!r}. Start it with --agent set to one of those "
-                        f"names, or use a key made for this agent")))
+                        f"names, or use a key made for this agent"))
                 link = _link_of(ctx.request) or config.link
                 slot.episode = await off_loop(
                     partial(HostedEpisode, table, who, spec, ledger=config.ledger, link=link))
         if slot.episode.who.key_id != who.key_id:
-            raise McpError(types.ErrorData(code=types.INVALID_REQUEST, message=(
-                f"episode {slot.episode.id} belongs to another key; only its owner may play or read it")))
+            raise MCPError(types.INVALID_REQUEST,
+                           f"episode {slot.episode.id} belongs to another key; only its owner may play or read it")
         return slot.episode
 
-    @server.list_tools()
-    async def list_tools() -> list[types.Tool]:
-        await episode()
-        return listed
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if not _stateless(ctx):
+            await episode(ctx)
+        return types.ListToolsResult(tools=listed)
 
-    async def call_tool(req: types.CallToolRequest) -> types.ServerResult:
-        ep = await episode()
-        slot: _Slot = server.request_context.lifespan_context
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if _stateless(ctx):  # a tool result, so that a harness's model reads why nothing happened
+            known = "" if params.name in tools else f"this role has no tool {params.name[:80]!r}; and "
+            return types.CallToolResult(content=[types.TextContent(
+                type="text", text=known + STATELESS.format(version=ctx.protocol_version))], is_error=True)
+        ep = await episode(ctx)
+        slot = slot_of(ctx)
         if slot.busy:
-            raise McpError(types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message=f"a tools/call is already running for episode {ep.id}; send one tools/call at a time and "
-                        f"wait for its result (this call was not carried out and took no turn)"))
+            raise MCPError(types.INVALID_REQUEST,
+                           f"a tools/call is already running for episode {ep.id}; send one tools/call at a time and "
+                           f"wait for its result (this call was not carried out and took no turn)")
         slot.busy = True
         try:
-            out = await off_loop(ep.call, req.params.name, req.params.arguments or {})
+            out = await off_loop(ep.call, params.name, params.arguments or {})
         finally:
             slot.busy = False
         if EPISODE_URI in slot.subscribed:
-            await server.request_context.session.send_resource_updated(EPISODE_URI)  # type: ignore[arg-type]
+            await ctx.session.send_resource_updated(EPISODE_URI)
         if out.get("ended"):
             if on_end is not None:
                 await off_loop(on_end, ep)
             if LEVELS.index(slot.log_level) <= LEVELS.index("info"):
-                await server.request_context.session.send_log_message(
-                    level="info", logger="rehearsal", related_request_id=server.request_context.request_id,
+                await ctx.session.send_log_message(
+                    level="info", logger="rehearsal", related_request_id=ctx.request_id,
                     data={"episode_id": ep.id, "ended_by": out.get("ended_by"), "run_dir": out.get("run_dir"),
                           "outcome": (out.get("verdict") or {}).get("outcome"), "reward": out.get("reward")})
         structured = json.loads(json.dumps(out, sort_keys=True, default=str))
@@ -216,64 +258,75 @@ def episode_server(config: EpisodeServerConfig, table: SessionTable,
             content.append(types.TextContent(type="text", text=json.dumps(
                 {k: structured.get(k) for k in ("episode_id", "ended_by", "verdict", "reward", "run_dir")},
                 sort_keys=True)))
-        return types.ServerResult(types.CallToolResult(
-            content=content, structuredContent=structured, isError=out["status"] in ("rejected", "error", "not_run")))
+        return types.CallToolResult(content=content, structured_content=structured,
+                                    is_error=out["status"] in ("rejected", "error", "not_run"))
 
-    server.request_handlers[types.CallToolRequest] = call_tool
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        slot_of(ctx).log_level = params.level
+        return types.EmptyResult()
 
-    @server.set_logging_level()
-    async def set_level(level: types.LoggingLevel) -> None:
-        slot: _Slot = server.request_context.lifespan_context
-        slot.log_level = level
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(
+            name=PROMPT, title=f"{spec.world.name}/{spec.scenario.id}",
+            description="The scenario: the role, the policies and the customer's request")])
 
-    @server.list_prompts()
-    async def list_prompts() -> list[types.Prompt]:
-        return [types.Prompt(name=PROMPT, title=f"{spec.world.name}/{spec.scenario.id}",
-                             description="The scenario: the role, the policies and the customer's request")]
-
-    @server.get_prompt()
-    async def get_prompt(name: str, arguments: dict[str, str] | None) -> types.GetPromptResult:
-        if name != PROMPT:
-            raise McpError(types.ErrorData(code=types.INVALID_PARAMS,
-                                           message=f"unknown prompt {name[:80]!r}; this server has {PROMPT!r}"))
-        ep = await episode()
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != PROMPT:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name[:80]!r}; this server has {PROMPT!r}")
+        ep = await episode(ctx)
         request = "\n\n".join(str(m) for m in ep.opening()["observation"].get("messages") or ())
         return types.GetPromptResult(description=f"{spec.world.name}/{spec.scenario.id}", messages=[
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=prompt_text)),
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=request))])
 
-    @server.list_resources()
-    async def list_resources() -> list[types.Resource]:
-        return [types.Resource(uri=EPISODE_URI, name="episode", mimeType="application/json",  # type: ignore[arg-type]
-                               description="The episode: its id, the customer's request, the verdict once ended"),
-                types.Resource(uri=POLICIES_URI, name="policies", mimeType="text/plain",  # type: ignore[arg-type]
-                               description="The world's policies the agent must follow")]
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        policies = types.Resource(uri=POLICIES_URI, name="policies", mime_type="text/plain",
+                                  description="The world's policies the agent must follow")
+        if _stateless(ctx):  # no session, no episode to read
+            return types.ListResourcesResult(resources=[policies])
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=EPISODE_URI, name="episode", mime_type="application/json",
+                           description="The episode: its id, the customer's request, the verdict once ended"),
+            policies])
 
-    @server.read_resource()
-    async def read_resource(uri: Any) -> str:
-        if str(uri) == POLICIES_URI:
-            return "\n".join(f"- {p.text}" for p in spec.world.policies)
-        if str(uri) != EPISODE_URI:
-            raise McpError(types.ErrorData(code=RESOURCE_NOT_FOUND, message=f"resource not found: "
-                                           f"{str(uri)[:120]!r}; this server has {EPISODE_URI} and {POLICIES_URI}"))
-        ep = await episode()
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[])  # every resource here has a fixed URI
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        if uri == POLICIES_URI:
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=uri, mime_type="text/plain", text="\n".join(f"- {p.text}" for p in spec.world.policies))])
+        if uri != EPISODE_URI:
+            code = types.INVALID_PARAMS if _stateless(ctx) else RESOURCE_NOT_FOUND  # SEP-2164 from 2026-07-28 on
+            raise MCPError(code, f"resource not found: {uri[:120]!r}; this server has {EPISODE_URI} and "
+                                 f"{POLICIES_URI}", {"uri": uri[:MAX_URI_CHARS]})
+        ep = await episode(ctx)
         body = ep.opening()
         body.update(turns=ep.session.steps, ended=ep.ended)
         if ep.ended:
             body.update(ep.ending())
-        return json.dumps(body, sort_keys=True, default=str)
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, mime_type="application/json", text=json.dumps(body, sort_keys=True, default=str))])
 
-    @server.subscribe_resource()
-    async def subscribe(uri: Any) -> None:
-        slot: _Slot = server.request_context.lifespan_context
-        if len(slot.subscribed) >= MAX_SUBSCRIPTIONS and str(uri) not in slot.subscribed:
-            raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"at most {MAX_SUBSCRIPTIONS} "
-                                           "subscriptions per session; unsubscribe from one first"))
-        slot.subscribed.add(str(uri)[:MAX_URI_CHARS])
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        slot = slot_of(ctx)
+        uri = str(params.uri)[:MAX_URI_CHARS]
+        if len(slot.subscribed) >= MAX_SUBSCRIPTIONS and uri not in slot.subscribed:
+            raise MCPError(types.INVALID_PARAMS, f"at most {MAX_SUBSCRIPTIONS} subscriptions per session; "
+                                                 "unsubscribe from one first")
+        slot.subscribed.add(uri)
+        return types.EmptyResult()
 
-    @server.unsubscribe_resource()
-    async def unsubscribe(uri: Any) -> None:
-        slot: _Slot = server.request_context.lifespan_context
-        slot.subscribed.discard(str(uri)[:MAX_URI_CHARS])
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        slot_of(ctx).subscribed.discard(str(params.uri)[:MAX_URI_CHARS])
+        return types.EmptyResult()
 
-    return server
+    with warnings.catch_warnings():  # logging is deprecated by 2026-07-28 (SEP-2577); the handshake wire keeps it
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            "rehearsal-env", version=__version__, instructions=prompt_text, lifespan=lifespan,
+            on_list_tools=list_tools, on_call_tool=call_tool, on_set_logging_level=set_level,
+            on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource, on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)

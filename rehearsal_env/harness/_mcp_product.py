@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import jsonschema
 from mcp import types
 from mcp.server.lowlevel import Server
 
@@ -37,7 +38,7 @@ _SPLIT = {"type": "string", "enum": ["train", "dev", "holdout"]}
 
 def _tool(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> types.Tool:
     schema = {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-    return types.Tool(name=name, description=description, inputSchema=schema)
+    return types.Tool(name=name, description=description, input_schema=schema)
 
 
 TOOLS = [
@@ -117,25 +118,38 @@ class Product:
         return rescore_run(self.run_dir(run), reward_profile).to_dict()
 
 
-def product_server(root: str | Path, who: Principal) -> Server[Any, Any]:
-    """The MCP server of the product's tools on runs under ``root``, for ``who``."""
+def product_server(root: str | Path, who: Principal) -> Server[Any]:
+    """The MCP server of the product's tools on runs under ``root``, for ``who``.
+
+    A tool's result is ``{"result": ...}`` as ``structuredContent`` and as JSON text; a tool that fails (a name
+    that leads outside the runs root, an unknown world) is a result with ``isError`` and the reason as text."""
     product = Product(root)
     handlers: dict[str, Callable[..., Any]] = {t.name: getattr(product, t.name) for t in TOOLS}
-    server: Server[Any, Any] = Server("rehearsal-env-product", version=__version__,
-                                      instructions="rehearsal-env's own tools: list worlds and scenarios, start a "
-                                                   "run, read its summary, measure it, judge readiness, rescore. "
-                                                   f"Runs live under {product.root}. Scenarios' checks are never "
-                                                   f"served. Caller: {who.key_id} ({who.scope.value}).")
+    schemas = {t.name: t.input_schema for t in TOOLS}
 
-    @server.list_tools()
-    async def list_tools() -> list[types.Tool]:
-        return TOOLS
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=TOOLS)
 
-    @server.call_tool()
-    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        if name not in handlers:
-            raise ValueError(f"unknown tool {name[:80]!r}; this server has: {', '.join(handlers)}")
-        result = await anyio.to_thread.run_sync(partial(handlers[name], **arguments))
-        return {"result": json.loads(json.dumps(result, default=str))}
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            if params.name not in handlers:
+                raise ValueError(f"unknown tool {params.name[:80]!r}; this server has: {', '.join(handlers)}")
+            arguments = params.arguments or {}
+            try:  # the schemas bound every size (the SDK 2.x low-level server validates nothing)
+                jsonschema.validate(arguments, schemas[params.name])
+            except jsonschema.ValidationError as exc:
+                raise ValueError(f"arguments of {params.name} do not fit its input schema: {exc.message[:300]}") \
+                    from None
+            result = await anyio.to_thread.run_sync(partial(handlers[params.name], **arguments))
+        except Exception as exc:  # the caller's mistake or the run's failure, told to the caller as a tool error
+            return types.CallToolResult(content=[types.TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
+                                        is_error=True)
+        structured = {"result": json.loads(json.dumps(result, default=str))}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(structured))],
+                                    structured_content=structured)
 
-    return server
+    return Server("rehearsal-env-product", version=__version__,
+                  instructions="rehearsal-env's own tools: list worlds and scenarios, start a run, read its summary, "
+                               f"measure it, judge readiness, rescore. Runs live under {product.root}. Scenarios' "
+                               f"checks are never served. Caller: {who.key_id} ({who.scope.value}).",
+                  on_list_tools=list_tools, on_call_tool=call_tool)

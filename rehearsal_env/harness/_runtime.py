@@ -37,7 +37,7 @@ class Storage:
 class EpisodeRuntime:
     """The MCP server, its table and recorder; :meth:`close` records what is left and closes the databases."""
 
-    server: Server[Any, Any]
+    server: Server[Any]
     table: SessionTable
     recorder: Recorder
 

@@ -36,7 +36,7 @@ def principal_of(request: Any) -> Principal | None:
     return who if isinstance(who, Principal) else None
 
 
-async def serve_stdio(server: Server[Any, Any]) -> None:
+async def serve_stdio(server: Server[Any]) -> None:
     """Serve ``server`` on this process's stdin and stdout until stdin closes."""
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
@@ -75,7 +75,7 @@ def security(host: str) -> TransportSecuritySettings:
                                                                                                          "https")])
 
 
-def http_app(server: Server[Any, Any], *, host: str = "127.0.0.1", session_idle_timeout: float | None = None,
+def http_app(server: Server[Any], *, host: str = "127.0.0.1", session_idle_timeout: float | None = None,
              keys: KeyStore | None = None) -> FastAPI:
     """An ASGI app serving ``server`` over streamable HTTP at :data:`MCP_PATH` for clients that reach it at ``host``
     (stateful sessions; an MCP session unused for ``session_idle_timeout`` seconds is closed by the SDK), each request
