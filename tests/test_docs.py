@@ -32,6 +32,9 @@ EXTRAS = {
     "atif": ("atif", "ATIF"),
     "live": ("llama_cpp", "LIVE_MODEL"),
     "sandbox": ("docker", "DOCKER"),
+    "skyrl": ("skyrl_gym", "SKYRL"),
+    "tinker": ("tinker_cookbook", "TINKER"),
+    "verl": ("verl", "VERL"),
 }
 """Extra -> (the package it installs, the PART of ``REHEARSAL_REQUIRE_<PART>``)."""
 README_MAX_LINES = 300
