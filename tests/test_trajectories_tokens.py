@@ -184,6 +184,25 @@ def test_a_prompt_re_tokenized_from_text_is_caught_as_drift(solver: ModelServer,
         assert opened <= drift["position"] < len(before.prompt_token_ids)
 
 
+def test_a_streamed_answer_s_ids_are_logged_whole(solver: ModelServer, tmp_path: Path) -> None:
+    """vLLM streams the prompt's ids in the first chunk and the completion's a chunk at a time: the gateway logs
+    them and the call reads back whole, its logprobs aligned."""
+    ledger = Ledger(tmp_path / "ledger")
+    request: Any = [{"role": "system", "content": "Use the tools."}, {"role": "user", "content": SCENARIO.request}]
+    with TokenEngine(solver.base_url, EXACT_TEMPLATE) as engine, ServerThread(gateway_app(GatewayConfig(
+            upstream=engine.base_url, ledger=ledger, logprobs=True, token_ids=True))) as gateway:
+        stream = openai.OpenAI(base_url=f"{gateway.url}/episodes/streamed/v1", api_key="unused").chat.completions\
+            .create(model="solver", messages=request, stream=True)
+        chunks = list(stream)
+    assert len(chunks) == 2 and all(c.choices for c in chunks)  # the usage chunk the gateway asked for is not passed on
+    (line,) = ledger.read("streamed")
+    assert len(line["token_ids"]["token_ids"]) == 2  # logged a chunk at a time
+    call, (made,) = call_from_line(0, None, line), engine.calls
+    assert call.prompt_token_ids == tuple(made.prompt_token_ids) and call.note is None
+    assert call.completion_token_ids == tuple(made.completion_token_ids) and call.logprobs == tuple(made.logprobs)
+    assert call.completion_tokens == len(made.completion_token_ids)
+
+
 def test_the_check_catches_a_bpe_merge_across_the_turn_boundary() -> None:
     """The tokenizer alone: a two-turn conversation whose next prompt is built from the engine's tokens passes;
     the same prompt tokenized again from its text does not, and the drift is where the first prompt ended."""

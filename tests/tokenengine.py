@@ -1,5 +1,5 @@
 """A token engine for tests: an OpenAI-protocol server on 127.0.0.1 that answers with the token ids and logprobs of
-what it read and wrote, as vLLM does with ``return_token_ids`` and ``logprobs``.
+what it read and wrote, as vLLM does with ``return_token_ids`` and ``logprobs``, streamed or not.
 
 What to say is decided by another OpenAI-protocol server (``upstream``, e.g. the scripted
 :class:`~rehearsal_env.agents.testing.ModelServer`, whose solver plays the scenario's reference), over real HTTP.
@@ -150,9 +150,9 @@ class TokenEngine:
         self._server.server_close()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if body.get("stream"):
-            return 400, {"error": {"message": "this test engine does not stream", "type": "invalid_request_error"}}
-        asked = {k: body.pop(k, None) for k in ("logprobs", "top_logprobs", "return_token_ids")}
+        """The completion of a request (not streamed)."""
+        asked = {k: body.pop(k, None) for k in ("logprobs", "top_logprobs", "return_token_ids", "stream",
+                                                "stream_options")}
         answer = httpx.post(f"{self.upstream}/chat/completions", json=body, timeout=60.0)
         reply: dict[str, Any] = answer.json()
         if answer.status_code != 200:
@@ -173,6 +173,27 @@ class TokenEngine:
                 for t, lp in zip(completion, logprobs, strict=True)]}
         return 200, reply
 
+    def chunks(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """A streamed answer, as vLLM streams one: the prompt's ids in the first chunk, the completion's ids and
+        logprobs split over two chunks (the message in the first), then the finish reason and usage."""
+        status, reply = self.answer(body)
+        if status != 200:
+            yield reply
+            return
+        choice, half = reply["choices"][0], max(1, len(self.calls[-1].completion_token_ids) // 2)
+        ids, logprobs = choice.get("token_ids"), (choice.get("logprobs") or {}).get("content")
+        common = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        for n, part in enumerate((slice(None, half), slice(half, None))):
+            piece: dict[str, Any] = {"index": 0, "finish_reason": None if n == 0 else choice["finish_reason"],
+                                     "delta": {} if n else {k: v for k, v in choice["message"].items() if v}}
+            if ids is not None:
+                piece["token_ids"] = ids[part]
+            if logprobs is not None:
+                piece["logprobs"] = {"content": logprobs[part], "refusal": None}
+            first = {"prompt_token_ids": reply["prompt_token_ids"]} if n == 0 and "prompt_token_ids" in reply else {}
+            yield {**common, **first, "choices": [piece]}
+        yield {**common, "choices": [], "usage": reply["usage"]}
+
 
 def _handler(engine: TokenEngine) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -181,6 +202,14 @@ def _handler(engine: TokenEngine) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            if body.get("stream") is True:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for chunk in engine.chunks(body):
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+                return
             status, out = engine.answer(body)
             data = json.dumps(out).encode()
             self.send_response(status)
