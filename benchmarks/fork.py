@@ -15,9 +15,11 @@ times on each backend (the machine is shared and noisy; the ratios hold better t
 - ``cold fork``: a fork when no spare is kept (opens a database: the first fork of a search);
 - ``replay``: the obvious alternative, ``reset`` a second env and step the prefix again;
 - ``step``: one ``env.step`` of the reference path (median over its turns), and ``checkpoint per turn``:
-  a checkpoint after every turn of the whole episode, per turn, as a share of a step; ``runner save per
-  turn``: what the runner writes per turn to resume mid-episode (``runner._checkpoints``: the checkpoint,
-  the agent and the answer, appended to the episode's log).
+  a checkpoint after every turn of the whole episode, per turn, as a share of a step; ``chain per turn``: the
+  incremental checkpoint after every turn (issue 37: ``CheckpointChain.take``, the turn's delta record; its
+  full checkpoint taken at the reset, untimed; amortized with a full one every ``FULL_EVERY`` turns in the
+  report); ``runner save per turn``: what the runner writes per turn to resume mid-episode
+  (``runner._checkpoints``: the checkpoint, the agent and the answer, appended to the episode's log).
 
 PostgreSQL is the process's private server (or ``REHEARSAL_POSTGRES_DSN``); the Docker sandbox runs only
 when a daemon answers. Medians and p95 in milliseconds.
@@ -39,6 +41,11 @@ from rehearsal_env.agents import make_agent
 from rehearsal_env.env import close_spares
 from rehearsal_env.runner import EpisodeSpec
 from rehearsal_env.runner._checkpoints import EpisodeCheckpoints
+
+try:
+    from rehearsal_env.env import FULL_EVERY, CheckpointChain
+except ImportError:  # before issue 37: no incremental checkpoints
+    CheckpointChain, FULL_EVERY = None, 0  # type: ignore[assignment,misc]
 
 
 def _ms(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -83,7 +90,7 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
         env.step(action)
     times: dict[str, list[float]] = {n: [] for n in ("fork", "fork close", "checkpoint", "restore", "replay",
                                                      "cold fork", "step", "checkpoint per turn",
-                                                     "runner save per turn")}
+                                                     "chain per turn", "runner save per turn")}
     env.fork().close()  # one spare
     for rep in range(reps):
         ms, child = _ms(env.fork)
@@ -109,14 +116,20 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
             cold.close()
         if rep % 5 == 0:  # the whole episode, stepped with and without a checkpoint after every turn
             other.reset(seed=seed)
-            steps, saves, runner = [], [], []
+            steps, saves, runner, chained = [], [], [], []
             agent = make_agent("reference", other.scenario)
             files = EpisodeCheckpoints(folder, EpisodeSpec(scenario, 0, seed))
+            chain = CheckpointChain(other) if CheckpointChain is not None else None
+            if chain is not None:
+                chain.take()  # the full checkpoint, at the reset
             for action in actions[:-1]:
                 ms, _ = _ms(lambda: other.step(action))  # noqa: B023
                 steps.append(ms)
                 ms, _ = _ms(other.checkpoint)
                 saves.append(ms)
+                if chain is not None:
+                    ms, _ = _ms(chain.take)
+                    chained.append(ms)
                 def save() -> None:
                     files.answer(1, action)  # noqa: B023
                     files.save(other, agent, "", {})  # noqa: B023
@@ -124,6 +137,8 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
                 runner.append(ms)
             times["step"].append(statistics.median(steps))
             times["checkpoint per turn"].append(statistics.median(saves))
+            if chained:
+                times["chain per turn"].append(statistics.median(chained))
             times["runner save per turn"].append(statistics.median(runner))
     times["checkpoint bytes"] = [float(len(env.checkpoint()))]
     env.close()
@@ -142,13 +157,23 @@ def report(backend: str, times: dict[str, list[float]], goal_ms: float) -> None:
     print(f"\n== {backend} ==  (checkpoint {int(med['checkpoint bytes'])} bytes)")
     print(f"{'':22}{'p50 ms':>10}{'p95 ms':>10}{'x replay':>10}")
     for name in ("fork", "fork close", "cold fork", "checkpoint", "restore", "replay", "step", "checkpoint per turn",
-                 "runner save per turn"):
+                 "chain per turn", "runner save per turn"):
         values = times[name]
+        if not values:
+            print(f"{name:22}{'n/a':>10}")
+            continue
         print(f"{name:22}{med[name]:10.3f}{_p95(values):10.3f}{med['replay'] / med[name]:10.1f}")
     share = med["checkpoint per turn"] / med["step"]
     verdict = "met" if med["fork"] <= goal_ms else "NOT met"
     print(f"fork p50 {med['fork']:.3f} ms against the goal of {goal_ms:g} ms: {verdict}")
     print(f"checkpoint per turn: {100 * share:.1f}% of a step (goal under 10%: {'met' if share < 0.10 else 'NOT met'})")
+    if times["chain per turn"]:
+        every = FULL_EVERY
+        amortized = ((every - 1) * med["chain per turn"] + med["checkpoint"]) / every / med["step"]
+        delta = med["chain per turn"] / med["step"]
+        print(f"incremental checkpoint per turn: {100 * delta:.1f}% of a step for a turn's delta; "
+              f"{100 * amortized:.1f}% with a full one every {every} turns (goal under 10%: "
+              f"{'met' if amortized < 0.10 else 'NOT met'})")
     runner = med["runner save per turn"] / med["step"]
     print(f"the runner's save per turn (checkpoint, agent, answer: two log records): {100 * runner:.1f}% of a step")
 

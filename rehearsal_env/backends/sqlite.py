@@ -148,6 +148,17 @@ class SQLiteDatabase:
             out.setdefault(table, set()).add(pk)
         return out
 
+    def touched_since(self, mark: int) -> tuple[dict[str, set[Any]], int]:
+        """Keys written after ``mark`` (0: since the last reset) and the mark to pass next time: what changed between
+        two calls, read from the log of written keys alone (an incremental checkpoint's database part)."""
+        if self._conn is None:
+            return {}, 0  # the shared snapshot: nothing written since the reset
+        out: dict[str, set[Any]] = {}
+        for rowid, table, pk in self._conn.execute(f"SELECT rowid, tbl, pk FROM {TOUCHED} WHERE rowid > ?", (mark,)):
+            out.setdefault(table, set()).add(pk)
+            mark = rowid
+        return out, mark
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._run(sql, params)
 

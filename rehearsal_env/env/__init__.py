@@ -10,6 +10,7 @@ from ._action import (
     record_text,
     reported_tokens,
 )
+from ._chain import FULL_EVERY, CheckpointChain
 from ._checkpoint import CheckpointError, Served, open_served, read_header, wrap_served
 from ._crash import ToolCrash
 from ._customer import Customer, ScriptedCustomer
@@ -29,7 +30,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_OBSERVATION",
     "MAX_TOKENS",
+    "CheckpointChain",
     "CheckpointError",
+    "FULL_EVERY",
     "Customer",
     "Episode",
     "Events",

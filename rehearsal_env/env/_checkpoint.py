@@ -18,6 +18,14 @@ short, is refused before anything is read. The payload holds the episode's state
 state. Nothing in it is code: reading a checkpoint never runs anything it holds (the
 digest guards against damage, not against a forger: keep checkpoints where only you
 can write).
+
+Delta records (:mod:`._chain`: an incremental checkpoint's turns) may follow the
+payload, each::
+
+    REHEARSAL-DELTA\n        magic (16 bytes)
+    body length              4 bytes, big-endian
+    body                     JSON, UTF-8 (the digest covers these very bytes)
+    chain digest             32 bytes: SHA-256 of the previous digest (the header's, for the first) and the body
 """
 
 from __future__ import annotations
@@ -41,6 +49,10 @@ FORMAT_VERSION = 1
 MAX_PAYLOAD = 256 << 20
 """The most payload bytes (compressed or not) a checkpoint may declare."""
 _LENGTH = struct.Struct(">I")
+DELTA_MAGIC = b"REHEARSAL-DELTA\n"
+"""The start of a delta record appended to a checkpoint."""
+MAX_RECORD = 64 << 20
+"""The most body bytes a delta record may declare."""
 _HEADER_KEYS = frozenset({"format", "package_version", "world", "world_version", "anchor", "scenario", "backend",
                           "turn", "episode_id", "payload_bytes", "digest"})
 
@@ -57,6 +69,8 @@ class Checkpoint:
     """The header's fields (see the module docstring)."""
     payload: Mapping[str, Any]
     """The state: ``env``, ``episode``, ``database`` and ``rng``."""
+    records: tuple[Mapping[str, Any], ...] = ()
+    """The delta records appended after the payload, checked and read, in order (see :mod:`._chain`)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -183,9 +197,11 @@ def decode(data: bytes, world: World) -> Checkpoint:
     header = read_header(data)
     data = _inner(data)
     start = len(MAGIC) + _LENGTH.size + _LENGTH.unpack_from(data, len(MAGIC))[0]
-    body = data[start:]
     declared = header["payload_bytes"]
-    if not isinstance(declared, int) or not 0 <= declared <= MAX_PAYLOAD or len(body) != declared:
+    body = data[start:start + declared] if isinstance(declared, int) and declared >= 0 else data[start:]
+    rest = data[start + len(body):]
+    if not isinstance(declared, int) or not 0 <= declared <= MAX_PAYLOAD or len(body) != declared or (
+            rest and not rest.startswith(DELTA_MAGIC)):
         raise CheckpointError(f"the checkpoint is truncated or has bytes appended: its header declares a "
                               f"{declared}-byte payload, {len(body)} bytes follow")
     if _digest(header, body) != header["digest"]:
@@ -209,4 +225,45 @@ def decode(data: bytes, world: World) -> Checkpoint:
         raise CheckpointError(f"the checkpoint's payload is damaged: {exc}") from None
     if len(raw) > MAX_PAYLOAD:
         raise CheckpointError(f"the checkpoint's payload unpacks to more than {MAX_PAYLOAD} bytes; refused")
-    return Checkpoint(header, payload)
+    return Checkpoint(header, payload, tuple(split_records(rest, header["digest"])))
+
+
+def delta_record(previous: bytes, body: bytes) -> tuple[bytes, bytes]:
+    """A delta record of ``body`` chained to ``previous`` (a digest), and its own chain digest."""
+    digest = hashlib.sha256(previous + body).digest()
+    return DELTA_MAGIC + _LENGTH.pack(len(body)) + body + digest, digest
+
+
+def split_records(rest: bytes, digest: str) -> list[dict[str, Any]]:
+    """The delta records appended to a full checkpoint (whose digest is ``digest``), checked and read, in order.
+
+    Raises:
+        CheckpointError: a record cut short, edited, dropped or reordered (its chain digest differs).
+    """
+    out: list[dict[str, Any]] = []
+    previous, at = bytes.fromhex(digest), 0
+    while at < len(rest):
+        head = len(DELTA_MAGIC) + _LENGTH.size
+        if rest[at:at + len(DELTA_MAGIC)] != DELTA_MAGIC or len(rest) < at + head:
+            raise CheckpointError(f"the checkpoint has {len(rest) - at} bytes after its payload that are not a delta "
+                                  f"record (expected {DELTA_MAGIC!r}); pass the bytes a CheckpointChain gave")
+        (size,) = _LENGTH.unpack_from(rest, at + len(DELTA_MAGIC))
+        end = at + head + size + 32
+        if size > MAX_RECORD or len(rest) < end:
+            raise CheckpointError(f"delta record {len(out) + 1} of the checkpoint is cut short or damaged: it declares "
+                                  f"{size} bytes, {max(0, len(rest) - at - head)} follow")
+        body = rest[at + head:at + head + size]
+        digest_now = hashlib.sha256(previous + body).digest()
+        if digest_now != rest[end - 32:end]:
+            raise CheckpointError(f"delta record {len(out) + 1} of the checkpoint was edited, dropped or reordered: "
+                                  "its chain digest does not match; take a new checkpoint")
+        try:
+            record = json.loads(body)
+        except ValueError as exc:
+            raise CheckpointError(f"delta record {len(out) + 1} of the checkpoint is damaged: {exc}") from None
+        if not isinstance(record, dict) or not isinstance(record.get("turn"), int):
+            raise CheckpointError(f"delta record {len(out) + 1} of the checkpoint has no turn")
+        out.append(record)
+        previous, at = digest_now, end
+    return out
+

@@ -14,7 +14,7 @@ This is what a fork copies and what a checkpoint carries: a few rows, not the da
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,10 +66,14 @@ def _rows(db: Database, table: str, columns: Sequence[str], key: str, keys: Sequ
 
 def capture_delta(db: Database) -> DatabaseDelta:
     """The touched rows of ``db`` now (call it between tool calls, never inside one)."""
-    touched = db.touched()
+    return read_rows(db, db.touched())
+
+
+def read_rows(db: Database, keys_by_table: Mapping[str, Iterable[Any]]) -> DatabaseDelta:
+    """The current rows of these keys of ``db`` (absent keys listed apart), tables in the world's order."""
     out = []
     for table in db.tables:
-        keys = sorted(touched.get(table.name, ()))
+        keys = sorted(keys_by_table.get(table.name, ()))
         if not keys:
             continue
         rows = sorted(_rows(db, table.name, table.column_names, table.primary_key, keys), key=lambda r: r[0])

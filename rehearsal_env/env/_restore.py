@@ -20,6 +20,7 @@ from typing import Any
 from ..backends import Database
 from ..clock import frozen_world
 from ..worlds import World, load_world
+from ._chain import merge_records
 from ._checkpoint import CheckpointError, decode, read_header
 from ._customer import Customer
 from ._delta import DatabaseDelta, apply_delta
@@ -36,7 +37,8 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
     """The env of a checkpoint, in the state it was taken in.
 
     Args:
-        data: Bytes from :meth:`RehearsalEnv.checkpoint`.
+        data: Bytes from :meth:`RehearsalEnv.checkpoint`, or a :class:`CheckpointChain`'s (a full checkpoint with
+            the delta records of the turns after it).
         world: The :class:`World` to restore into (default: the registered world the checkpoint names;
             pass the object for a world that is not registered by name, e.g. one built in a test).
         backend: The database backend (default: the checkpoint's; the saved state is the same on every one).
@@ -67,8 +69,12 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
                        **backend_options)
     env.freeze_time_source = str(settings["freeze_time_source"])
     db = database if database is not None else take_database(env.world, env.backend, backend_options)
+    payload, turn = checkpoint.payload, int(header["turn"])
     try:
-        apply_delta(db, DatabaseDelta.from_json(checkpoint.payload["database"]))
+        if checkpoint.records:  # an incremental checkpoint: the full one's state with the turns after it
+            payload = merge_records(payload, checkpoint.records, [t.name for t in db.tables])
+            turn = int(checkpoint.records[-1]["turn"])
+        apply_delta(db, DatabaseDelta.from_json(payload["database"]))
     except BaseException:
         if database is None:
             give_back(env.world, env.backend, backend_options, db)
@@ -76,14 +82,14 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
     env._db, env._owns_db, env._spare_db = db, database is None, database is None
     try:
         episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer, snapshot=env._snapshot)
-        load_episode_state(episode, checkpoint.payload["episode"])
-        env._np_random, env._np_random_seed = set_rng_state(checkpoint.payload["rng"])
+        load_episode_state(episode, payload["episode"])
+        env._np_random, env._np_random_seed = set_rng_state(payload["rng"])
     except (KeyError, TypeError, ValueError) as exc:
         env.close()
         raise CheckpointError(f"the checkpoint's episode state could not be read back: {exc}") from exc
     if not resume:
         episode.id = None
-        episode.lineage = Lineage(str(header["episode_id"]), int(header["turn"]), "restore")
+        episode.lineage = Lineage(str(header["episode_id"]), turn, "restore")
     env._episode = episode
     return env
 

@@ -47,13 +47,22 @@ def _plain(value: Any) -> Any:
 _RECORD = "__record__"
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, tuple[str, ...]]] = {}
+"""Per record type: its saved name and its fields' names (looked up once per type)."""
+
+
 def _encode(value: Any) -> Any:
     """A JSON-able form of a trace value: frozen records of this package (a tool crash) keep their type."""
-    if is_dataclass(value) and not isinstance(value, type):
-        kind = type(value)
-        return {_RECORD: f"{kind.__module__}:{kind.__qualname__}",
-                "fields": {f.name: _encode(getattr(value, f.name)) for f in fields(value)}}
-    if isinstance(value, (list, tuple)):
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    known = _FIELDS.get(kind)
+    if known is None and is_dataclass(value) and not isinstance(value, type):
+        known = _FIELDS[kind] = (f"{kind.__module__}:{kind.__qualname__}", tuple(f.name for f in fields(value)))
+    if known is not None:
+        return {_RECORD: known[0], "fields": {name: _encode(getattr(value, name)) for name in known[1]}}
+    if kind is list or kind is tuple or isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
     return value
 

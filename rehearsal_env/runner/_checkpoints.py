@@ -4,9 +4,11 @@ While a run plays, every episode appends to one log in the run's checkpoint fold
 (:attr:`~._plan.RunConfig.checkpoints`), named by its scenario and repeat (``<key>.log``), kept
 open for the episode:
 
-- a *state* record after every turn (and right after ``reset``): the env's checkpoint
-  (:meth:`~rehearsal_env.RehearsalEnv.checkpoint`: database rows, episode, random state) and the
-  agent's state;
+- a *state* record after every turn (and right after ``reset``): the env's checkpoint and the
+  agent's state. The env's checkpoints are incremental (:class:`~rehearsal_env.env.CheckpointChain`):
+  a full one (``S``: database rows, episode, random state) every
+  :data:`~rehearsal_env.env.FULL_EVERY` turns, and after each other turn a ``D`` record holding only
+  what that turn changed, which restores appended to the last full one;
 - an *answer* record before every turn (*write-ahead*): the agent's answer for it, the action
   about to be carried out or the exception the policy raised.
 
@@ -44,7 +46,7 @@ import cloudpickle
 
 from ..agents import Policy
 from ..backends import DatabaseError
-from ..env import RehearsalEnv, failure, restore
+from ..env import CheckpointChain, RehearsalEnv, failure, restore
 from ..records import EpisodeRecord
 from ..verdict import NotScoredCause, NotScoredError
 from ._plan import EpisodeSpec
@@ -64,7 +66,8 @@ def _key(spec: EpisodeSpec) -> str:
 
 
 _RECORD = struct.Struct(">cI32s")
-"""One log record's head: its kind (``S`` state, ``A`` answer), payload length, the payload's SHA-256."""
+"""One log record's head: its kind (``S`` full state, ``D`` state as a delta, ``A`` answer), payload length, the
+payload's SHA-256."""
 
 
 class EpisodeCheckpoints:
@@ -75,6 +78,7 @@ class EpisodeCheckpoints:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / f"{_key(spec)}.log"
         self._log: BinaryIO | None = None
+        self._chain: CheckpointChain | None = None
 
     def _append(self, kind: bytes, payload: bytes) -> None:
         if self._log is None:
@@ -88,8 +92,11 @@ class EpisodeCheckpoints:
         except Exception:  # a policy holding a client or a lock: its episode is played again from the start
             agent_bytes = None
         shown = {k: v for k, v in info.items() if k != "verdict"}
-        self._append(b"S", pickle.dumps({"env": env.checkpoint(), "agent": agent_bytes,
-                                         "observation": observation, "info": shown}))
+        if self._chain is None or self._chain.env is not env:
+            self._chain = CheckpointChain(env)
+        full, data = self._chain.take()
+        self._append(b"S" if full else b"D", pickle.dumps({"env": data, "agent": agent_bytes,
+                                                           "observation": observation, "info": shown}))
 
     def answer(self, turn: int, answer: str | BaseException) -> None:
         """The agent's answer for ``turn``, before the turn is taken."""
@@ -115,12 +122,17 @@ class EpisodeCheckpoints:
                 break
             if kind == b"S":
                 state, answer = pickle.loads(payload), None
+            elif kind == b"D":  # the full state's checkpoint with this turn's delta appended
+                turn = pickle.loads(payload)
+                if state is not None:
+                    state, answer = {**turn, "env": state["env"] + turn["env"]}, None
             else:
                 answer = pickle.loads(payload)
             at += _RECORD.size + size
         return None if state is None else (state, answer)
 
     def close(self) -> None:
+        self._chain = None
         if self._log is not None:
             self._log.close()
             self._log = None
