@@ -6,8 +6,8 @@ The provider is :mod:`tokenengine` (real HTTP on 127.0.0.1, a real byte-level BP
 the test, vLLM's ``return_token_ids`` and ``logprobs`` fields) in front of the scripted
 :class:`~rehearsal_env.agents.testing.ModelServer`, whose solver decides what to say; the gateway is a real
 uvicorn server; the harness is :func:`rehearsal_env.harness.drive` with the official ``openai`` and ``mcp`` clients.
-Needs the ``atif`` extra and the ``mcp`` extra for the episode tests; each skips without it unless
-``REHEARSAL_REQUIRE_ATIF=1`` / ``REHEARSAL_REQUIRE_MCP=1``.
+Needs the ``atif`` extra and ``tokenizers`` (the ``trl`` extra installs it), and the ``mcp`` extra for the episode
+tests; each skips without it unless ``REHEARSAL_REQUIRE_ATIF=1`` / ``REHEARSAL_REQUIRE_MCP=1``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import anyio
 import openai
 import pytest
 from test_live_model import live_server  # noqa: F401  (the tiny model's server fixture: started, skipped, required)
-from tokenengine import EXACT_TEMPLATE, TEXT_TEMPLATE, TokenEngine, render, reply_text, special, train_tokenizer
 
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.cli import main
@@ -34,13 +33,24 @@ from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.serve import Principal, Scope, ServerThread
 from rehearsal_env.worlds import load_world
 
-if importlib.util.find_spec("atif") is None:
-    if os.environ.get("REHEARSAL_REQUIRE_ATIF") == "1":
-        pytest.fail("REHEARSAL_REQUIRE_ATIF=1 but the atif extra is not installed: pip install -e '.[atif]'",
-                    pytrace=False)
-    pytest.skip("the atif extra is not installed (pip install -e '.[atif]')", allow_module_level=True)
+for _package, _why in (("atif", "the atif extra is not installed (pip install -e '.[atif]')"),
+                       ("tokenizers", "the test engine's tokenizer needs tokenizers (pip install tokenizers; the trl "
+                                      "extra installs it)")):
+    if importlib.util.find_spec(_package) is None:
+        if os.environ.get("REHEARSAL_REQUIRE_ATIF") == "1":
+            pytest.fail(f"REHEARSAL_REQUIRE_ATIF=1 but {_why}", pytrace=False)
+        pytest.skip(_why, allow_module_level=True)
 
 from atif import Trajectory  # noqa: E402
+from tokenengine import (  # noqa: E402
+    EXACT_TEMPLATE,
+    TEXT_TEMPLATE,
+    TokenEngine,
+    render,
+    reply_text,
+    special,
+    train_tokenizer,
+)
 
 from rehearsal_env.trajectories import (  # noqa: E402
     DRIFT,
