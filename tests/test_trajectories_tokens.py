@@ -27,7 +27,7 @@ from test_live_model import live_server  # noqa: F401  (the tiny model's server 
 
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.cli import main
-from rehearsal_env.gateway import GatewayConfig, Ledger, gateway_app
+from rehearsal_env.gateway import MAX_KEPT_BYTES, GatewayConfig, Ledger, gateway_app, keep_calls, read_kept
 from rehearsal_env.records import read_records
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.serve import Principal, Scope, ServerThread
@@ -281,6 +281,26 @@ def test_a_ledger_line_gives_only_what_the_provider_sent_well() -> None:
     assert differing.prompt_token_ids is None and "different prompt token ids" in str(differing.note)
     bare = call_from_line(3, None, {"status": "provider_failed", "usage": None})
     assert (bare.prompt_token_ids, bare.logprobs, bare.status, bare.note) == (None, None, "provider_failed", None)
+
+
+def test_kept_calls_are_read_as_input(tmp_path: Path) -> None:
+    """What lies in a run directory is read with bounds: lines that are not JSON objects are left out, a turns file
+    that does not say how many calls each step reported places no call, an oversized file is refused, an id that
+    names no file reads as no calls."""
+    keep_calls(tmp_path, "ep_1", [{"call": 0, "status": "ok"}, {"call": 1, "status": "ok"}], [1, 1])
+    kept = read_kept(tmp_path, "ep_1")
+    assert kept is not None and kept.calls_per_turn == (1, 1) and [c["call"] for c in kept.lines] == [0, 1]
+    calls_file, turns_file = tmp_path / "gateway" / "ep_1.jsonl", tmp_path / "gateway" / "ep_1.turns.json"
+    calls_file.write_text('{"call": 0}\nnot json\n[1, 2]\n' + "[" * 100_000 + "\n")
+    turns_file.write_text('{"calls_per_turn": [1, -1]}')
+    kept = read_kept(tmp_path, "ep_1")
+    assert kept is not None and kept.lines == ({"call": 0},) and kept.calls_per_turn is None
+    for name in ("../ep_1", ".hidden", "a/b"):
+        assert read_kept(tmp_path, name) is None
+    with calls_file.open("r+b") as f:
+        f.truncate(MAX_KEPT_BYTES + 1)  # sparse: no disk
+    with pytest.raises(ValueError, match="expected at most"):
+        read_kept(tmp_path, "ep_1")
 
 
 def test_an_episode_not_played_through_the_gateway_exports_as_before(tmp_path: Path) -> None:

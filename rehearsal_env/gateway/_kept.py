@@ -83,7 +83,10 @@ def read_kept(run_dir: str | Path, episode_id: str | None) -> KeptCalls | None:
     """
     if episode_id is None:
         return None
-    calls, turns = _names(run_dir, episode_id)
+    try:
+        calls, turns = _names(run_dir, episode_id)
+    except ValueError:  # a record's id that names no file: no calls were kept under it
+        return None
     if not calls.is_file():
         return None
     lines = []
