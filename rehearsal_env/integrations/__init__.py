@@ -10,6 +10,11 @@ extra costs nothing elsewhere:
   ``create_app`` as an MCP environment (``[openenv]``).
 - :mod:`rehearsal_env.integrations.verifiers`: ``load_environment(world=..., split=...)``,
   a verifiers environment whose rubric is our reward (``[verifiers]``).
+- :mod:`rehearsal_env.integrations.skyrl`: a SkyRL-Gym ``BaseTextEnv`` (``[skyrl]``).
+- :mod:`rehearsal_env.integrations.tinker`: the Tinker cookbook's ``Env``, ``EnvGroupBuilder`` and ``RLDataset``
+  (``[tinker]``).
+- :mod:`rehearsal_env.integrations.nemo_gym`: a NeMo Gym resources server (the base install).
+- :mod:`rehearsal_env.integrations.verl`: a verl agent loop, ``AgentLoopBase`` (``[verl]``).
 
 Every adapter plays the episode through the same :class:`~rehearsal_env.RehearsalEnv`
 step contract (:class:`Session`), so a tool call is one env step, its result is the
