@@ -85,7 +85,7 @@ def solver() -> Iterator[ModelServer]:
 def _play(tmp_path: Path, engine: TokenEngine | str, link: str, **sampling: Any) -> Path:
     """Play SCENARIO over MCP (in memory) with the engine (or the server at that base URL) behind the gateway
     (asking for token ids and logprobs); the run directory."""
-    from mcp.shared.memory import create_connected_server_and_client_session
+    from mcp import Client
 
     from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, drive, episode_runtime
 
@@ -100,9 +100,8 @@ def _play(tmp_path: Path, engine: TokenEngine | str, link: str, **sampling: Any)
 
     async def main(url: str) -> Any:
         async with openai.AsyncOpenAI(base_url=f"{url}/episodes/{link}/v1", api_key="unused", max_retries=0) \
-                as client, create_connected_server_and_client_session(runtime.server) as session:
-            init = await session.initialize()
-            return await drive(session, client, model, instructions=init.instructions or "", **sampling)
+                as client, Client(runtime.server, mode="legacy") as mcp:  # in memory, the initialize handshake
+            return await drive(mcp.session, client, model, instructions=mcp.instructions or "", **sampling)
 
     with ServerThread(gateway_app(config)) as gateway:
         played = anyio.run(main, gateway.url)
