@@ -5,7 +5,7 @@ a dotted id does not resolve there, so this module re-exports the taskset under 
 
     vf-eval rehearsal-verifiers --env.taskset.world shop --env.taskset.split dev --env.agent.harness.id null ...
 
-Needs ``pip install rehearsal-env[verifiers-v1]`` (its own virtual environment).
+Needs ``pip install rehearsal-env[verifiers]`` (verifiers 0.4; ``[verifiers-v1]`` is the same set).
 """
 
 from rehearsal_env.integrations.verifiers_v1 import (

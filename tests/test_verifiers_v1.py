@@ -6,8 +6,9 @@ scripted OpenAI-protocol server (real HTTP on 127.0.0.1), which plays each scena
 The trace's reward is our verdict's reward under the profile; the episodes are recorded in a sealed run
 directory whose records give, replayed in the Gymnasium env, the same outcome and reward.
 
-Runs in its own virtual environment (verifiers 0.4 pins mcp==2.0.0 and openai<3; ``.ci/run`` makes
-``.venv-verifiers``). Skips without verifiers 0.4; fails instead with REHEARSAL_REQUIRE_VERIFIERS_V1=1.
+Runs in the one environment beside every other extra (verifiers 0.4 pins mcp==2.0.0 and openai<3, which the mcp
+extra and the core dependencies allow). Skips without verifiers 0.4; fails instead with
+REHEARSAL_REQUIRE_VERIFIERS_V1=1 (or REHEARSAL_REQUIRE_VERIFIERS=1).
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ try:
 
     from rehearsal_env.integrations.verifiers_v1 import RehearsalTaskset
 except ImportError as exc:
-    if os.environ.get("REHEARSAL_REQUIRE_VERIFIERS_V1") == "1":
-        raise RuntimeError(f"REHEARSAL_REQUIRE_VERIFIERS_V1=1 but verifiers 0.4 is not installed ({exc}): "
-                           "pip install -e '.[verifiers-v1]' in its own virtual environment") from exc
-    pytest.skip(f"verifiers 0.4 is not installed (pip install -e '.[verifiers-v1]', its own venv): {exc}",
+    if "1" in (os.environ.get("REHEARSAL_REQUIRE_VERIFIERS_V1"), os.environ.get("REHEARSAL_REQUIRE_VERIFIERS")):
+        raise RuntimeError(f"REHEARSAL_REQUIRE_VERIFIERS(_V1)=1 but verifiers 0.4 is not installed ({exc}): "
+                           "pip install -e '.[verifiers]'") from exc
+    pytest.skip(f"verifiers 0.4 is not installed (pip install -e '.[verifiers]'): {exc}",
                 allow_module_level=True)
 
 MODULE = "rehearsal-verifiers"  # the top-level id (rehearsal_verifiers.py)

@@ -1,27 +1,22 @@
-"""verifiers: ``load_environment(world=..., split=...)``, a ``MultiTurnEnv`` whose rubric is our reward.
+"""Retired: verifiers 0.3's legacy ``MultiTurnEnv`` adapter (``load_environment``, ``RehearsalVerifiersEnv``).
 
-Needs ``pip install rehearsal-env[verifiers]`` (verifiers 0.3, whose legacy stack has
-``MultiTurnEnv``). verifiers finds it by module name::
+verifiers 0.4 removed the legacy API this adapter stood on, and the one environment (every extra side by side)
+installs verifiers 0.4. Its successor is :mod:`rehearsal_env.integrations.verifiers_v1`: a world's split as a
+``verifiers.v1`` taskset (``rehearsal-verifiers``) whose episode is a per-rollout MCP toolset::
 
-    import verifiers as vf
-    env = vf.load_environment("rehearsal_env.integrations.verifiers", world="shop", split="dev")
-    results = env.evaluate_sync(client=vf.ClientConfig(...), model="...", num_examples=5)
+    vf-eval rehearsal-verifiers --env.taskset.world shop --env.taskset.split dev \\
+        --env.agent.harness.id null -m MODEL --client.base-url URL
 
-The environment class is :class:`RehearsalVerifiersEnv` (``RehearsalEnv`` is the Gymnasium env of
-:mod:`rehearsal_env`; the old name here still works for one release, with a warning).
+Importing this module (what ``vf.load_environment("rehearsal_env.integrations.verifiers", ...)`` did) raises
+:class:`ImportError` with that pointer; see docs/harnesses.md, "verifiers' current API".
 """
 
-from ._environment import RehearsalVerifiersEnv, load_environment, rows
+RETIRED = (
+    "rehearsal_env.integrations.verifiers (verifiers 0.3's MultiTurnEnv: load_environment, RehearsalVerifiersEnv) is "
+    "retired: verifiers 0.4 removed that API. Use rehearsal_env.integrations.verifiers_v1, the verifiers.v1 taskset "
+    "'rehearsal-verifiers' (vf-eval rehearsal-verifiers --env.taskset.world shop --env.taskset.split dev ...; "
+    "pip install 'rehearsal-env[verifiers]'); see docs/harnesses.md, \"verifiers' current API\""
+)
+"""What importing this module says."""
 
-__all__ = ["RehearsalVerifiersEnv", "load_environment", "rows"]
-
-
-def __getattr__(name: str) -> object:
-    """``RehearsalEnv``: the old name of :class:`RehearsalVerifiersEnv`."""
-    if name == "RehearsalEnv":
-        import warnings
-
-        warnings.warn("rehearsal_env.integrations.verifiers.RehearsalEnv is now RehearsalVerifiersEnv; the old "
-                      "name goes in the next release", DeprecationWarning, stacklevel=2)
-        return RehearsalVerifiersEnv
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+raise ImportError(RETIRED, name=__name__)
