@@ -14,6 +14,7 @@ from types import ModuleType
 
 from ..backends import DatabaseError
 from ..verdict import NotScoredError
+from ._names import collision_hint, invoked_as
 
 COMMANDS = {
     "run": "_run", "world": "_world", "eval": "_eval", "health": "_health", "readiness": "_readiness",
@@ -29,10 +30,10 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, prog: str = "rehearsal") -> argparse.ArgumentParser:
     """The parser of every command, or of the command ``only`` alone."""
     parser = argparse.ArgumentParser(
-        prog="rehearsal", description="Practice worlds for tool-using AI agents: run, inspect, measure.")
+        prog=prog, description="Practice worlds for tool-using AI agents: run, inspect, measure.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command, module in COMMANDS.items():
         if only is None or command == only:
@@ -41,9 +42,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rehearsal`` console script."""
+    """Entry point of the ``rehearsal`` and ``rehearsal-env`` console scripts (see :mod:`._names`)."""
     given = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(given[0] if given and given[0] in COMMANDS else None).parse_args(given)
+    prog = invoked_as()
+    if prog == "rehearsal-env" and (hint := collision_hint()):
+        print(hint, file=sys.stderr)
+    args = build_parser(given[0] if given and given[0] in COMMANDS else None, prog).parse_args(given)
     try:
         return int(args.handler(args))
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error
