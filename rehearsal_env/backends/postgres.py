@@ -267,6 +267,19 @@ class PostgresDatabase:
                                 "read committed data: run them before the tool's writes")
         return run_agent(self._reader, body, max_rows=max_rows, timeout_s=timeout_s)
 
+    def state_mark(self) -> str | None:
+        """A value equal to the last one only if nothing the checks read changed since (None: unknown): the
+        server's current snapshot (``xmin:xmax:in-progress``), which moves at every commit that wrote anything,
+        a sandboxed application's own connections included (writes of other databases of the server too: then
+        the checks run again although nothing of this one changed)."""
+        if self._in_transaction:
+            return None
+        try:
+            _, rows = self._reader.rows("SELECT pg_current_snapshot()::text", (), timeout_ms=self.check_timeout_ms)
+        except psycopg.Error:
+            return None
+        return str(rows[0][0]) if rows else None
+
     # -- reset and close -------------------------------------------------------------
     def touched(self) -> dict[str, set[Any]]:
         """Keys the reset's triggers logged since the last reset (the rows ``reset()`` will restore)."""

@@ -23,7 +23,7 @@ from ..backends import Database, DatabaseError, digest, open_database
 from ..clock import ENV, freeze_time_source, frozen_world
 from ..provenance import Provenance, provenance_of
 from ..rewards import evaluate, load_profile
-from ..rewards.shaping import final_reward, goal_share, turn_reward
+from ..rewards.shaping import GoalShare, final_reward, goal_share, turn_reward
 from ..scenarios import Scenario
 from ..verdict import NotScoredCause, Verdict
 from ..worlds import World, load_world
@@ -115,6 +115,8 @@ class RehearsalEnv(gym.Env[str, str]):
         """The goal share of the state the episode started from (None: not yet measured, e.g. after a restore)."""
         self._potential: float | None = None
         """The potential paid so far, relative to the start (None: not yet measured)."""
+        self._goal_share = GoalShare(scenario.goal_checks)
+        """The goal share now, its checks run again only when the database changed."""
         self.render_mode = render_mode
         self._customer = customer
         self._backend_options = backend_options
@@ -151,7 +153,7 @@ class RehearsalEnv(gym.Env[str, str]):
         self.db.reset()
         self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer,
                                 snapshot=self._snapshot)
-        self._start_share = goal_share(self.db, self.scenario.goal_checks) if self.shaped else None
+        self._start_share = self._goal_share(self.db) if self.shaped else None
         self._potential = 0.0
         observation = self._episode.start()
         info = {
@@ -218,7 +220,7 @@ class RehearsalEnv(gym.Env[str, str]):
             self._potential = self._share_now() - self._start()
 
     def _share_now(self) -> float:
-        return goal_share(self.db, self.scenario.goal_checks)
+        return self._goal_share(self.db)
 
     def _start(self) -> float:
         """The start state's goal share (a restored env measures it on the world's snapshot, where it started)."""

@@ -32,6 +32,34 @@ def goal_share(db: Database, goal_checks: tuple[Check, ...]) -> float:
     return sum(run_check(db, c, "goal").passed for c in goal_checks) / len(goal_checks)
 
 
+class GoalShare:
+    """:func:`goal_share` of one scenario's goal checks, run again only when the database may have changed.
+
+    A backend with ``state_mark()`` (SQLite: its copy's change and schema counters; PostgreSQL and the sandbox:
+    the server's snapshot) gives a value that is equal to the last one only if nothing a check reads changed;
+    while it is, the last share stands (most turns read and write nothing: a lookup, a rejected call). A
+    backend without one, or a mark of None, runs the checks every time.
+    """
+
+    def __init__(self, goal_checks: tuple[Check, ...]) -> None:
+        self.goal_checks = goal_checks
+        """The checks whose passing share is the potential."""
+        self._last: tuple[Database, object, float] | None = None
+        self.evaluated = 0
+        """How many times the checks ran (the rest were answered from the last run)."""
+
+    def __call__(self, db: Database) -> float:
+        marker = getattr(db, "state_mark", None)
+        mark = marker() if marker is not None and self.goal_checks else None
+        last = self._last
+        if mark is not None and last is not None and last[0] is db and last[1] == mark:
+            return last[2]
+        share = goal_share(db, self.goal_checks)
+        self.evaluated += 1
+        self._last = (db, mark, share) if mark is not None else None
+        return share
+
+
 @dataclass(frozen=True)
 class Shaped:
     """One turn's shaped reward and the potentials it came from."""

@@ -241,6 +241,11 @@ class SandboxDatabase:
     def touched(self) -> dict[str, set[Any]]:
         return self._db.touched()
 
+    def state_mark(self) -> object:
+        """The PostgreSQL backend's (its snapshot moves at the application's own commits too)."""
+        mark = getattr(self._db, "state_mark", None)
+        return mark() if mark is not None else None
+
     def heal(self) -> bool:
         """Restart what died: the emulator if it stopped, the application if it stopped, does not answer its
         health path or left a request unanswered since; True when everything answers again, False when the
