@@ -3,7 +3,9 @@
 For each write operation, in a seeded order, the resources exploration found (``._explore``) are
 tried: its arguments filled from what the application answered (a path parameter from the
 resource's own answer, an enum value, a value of a field with the argument's name, else a short
-fictional text), the write sent once after a reset, and its effect read back (``._evidence``).
+fictional text; where the application fails (5xx) with only the required ones, once more with its
+optional text arguments, a comment or a description, filled too), the write sent once after a reset,
+and its effect read back (``._evidence``).
 A write the application refuses, or one that changes nothing, makes no job (it is recorded as
 tried). Each job that remains: the request in words, the reference (read the resource, write,
 finish), goal checks and scope rules from the diff, the hard rules of the description's policies
@@ -73,7 +75,11 @@ def _field_values(answers: Mapping[str, Any], name: str) -> list[Any]:
 
 
 def _call(op: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"tool": op.get("tool", op["name"]), "args": dict(args)}
+    """A call of ``op``; a number given for an argument the tool declares as text is sent as text (a path's
+    ``{id}`` that the document types as a string, whose values exploration read as numbers)."""
+    texts = {a["name"] for a in op.get("args", ()) if a["type"] == "string"}
+    return {"tool": op.get("tool", op["name"]), "args": {k: str(v) if k in texts and isinstance(v, int) and
+                                                         not isinstance(v, bool) else v for k, v in args.items()}}
 
 
 def _send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
@@ -109,10 +115,16 @@ class Author:
         """Write tools: an operation with its ``tool`` name, the ``role`` that has it and the ``headers`` it sends."""
         self.tried: list[dict[str, Any]] = []
 
-    def _candidates(self, op: Mapping[str, Any], binding: Mapping[str, Any], answer: Any) -> list[dict[str, Any]]:
+    def _candidates(self, op: Mapping[str, Any], binding: Mapping[str, Any], answer: Any, *,
+                    texts: bool = False) -> list[dict[str, Any]]:
+        """Argument sets to try; ``texts``: optional text arguments filled too (after a failure of the server)."""
         args: dict[str, Any] = {k: binding[k] for k in binding if k in {a["name"] for a in op["args"]}}
         options: list[list[dict[str, Any]]] = [[args]]
         for i, a in enumerate(op["args"]):
+            if not a["required"] and texts and a["in"] == "body" and a["type"] == "string" and "enum" not in a \
+                    and a["name"] in ("body", "text", "message", "comment", "description"):
+                options = [[{**o, a["name"]: TEXTS[(self.seed + i) % len(TEXTS)]} for o in group] for group in options]
+                continue
             if a["name"] in args or not a["required"]:
                 continue
             if "enum" in a:
@@ -178,7 +190,9 @@ class Author:
             kept: dict[Any, int] = {}
             for binding in bindings[:TRIES_PER_WRITE]:
                 answer = self.explored.answers.get(f"GET {fill_path(resource, binding)}") if resource else None
-                for args in self._candidates(op, binding, answer):
+                candidates = self._candidates(op, binding, answer)
+                failed = False
+                for args in candidates:
                     variant = tuple(args.get(a["name"]) for a in op["args"] if "enum" in a)
                     if kept.get(variant, 0) >= JOBS_PER_WRITE:
                         continue
@@ -186,6 +200,10 @@ class Author:
                     breaks = self.broken()
                     self.tried.append({"tool": op["tool"], "args": args, "status": statuses[0],
                                        "changed": bool(changed), "breaks": breaks})
+                    if statuses[0] >= 500 and not failed:  # it failed: once more with its text arguments filled
+                        failed = True
+                        candidates += [c for c in self._candidates(op, binding, answer, texts=True)
+                                       if c not in candidates]
                     if not 200 <= statuses[0] < 300 or not changed or breaks:
                         continue
                     _, twice = self._run([(op, args), (op, args)])

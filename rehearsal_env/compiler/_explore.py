@@ -3,7 +3,8 @@
 Starting from the GET operations without path parameters, each answer's items give candidate values
 for the next path parameter: a path ``/a/{x}/b/{y}`` takes ``{x}`` from the items of ``GET /a`` (the
 field named ``x``, else ``name``, ``id``, ``slug``, ``key`` or ``number``) and ``{y}`` from the items of
-``GET /a/{x}/b``. A value counts only when the application answers 2xx for it (evidence, not a guess).
+``GET /a/{x}/b`` (or of ``GET /a/``, for ``/a/{x}/``). A value counts only when the application answers
+2xx for it (evidence, not a guess).
 A query parameter with an enum is asked once per value, so ``?state=all`` finds closed items too.
 Everything is bounded: values per parameter, requests in all.
 """
@@ -104,6 +105,8 @@ def explore(runtime: LocalRuntime, reads: Sequence[Mapping[str, Any]], headers: 
         else:
             last = params[-1]
             parent = op["path"].split("/{" + last + "}")[0]
+            if parent not in collections and parent + "/" in collections:  # /tickets/ lists /tickets/{id}/
+                parent += "/"
             candidates = [{**b, last: v} for b, answer in collections.get(parent, ())
                           for v in key_values(_items(answer), last)]
             if not parent or parent not in collections:

@@ -4,7 +4,8 @@ The document is hostile input: it is bounded (bytes, operations, parameters, nes
 the JSON parser, and every name that becomes a tool name or a path is checked. Each operation
 becomes one ``http`` tool: ``read`` for GET, ``write`` otherwise; its arguments are its path and
 query parameters and the properties of its JSON request body, with their types, enums and
-descriptions (a ``$ref`` to ``components/schemas`` is followed once).
+descriptions (a ``$ref`` to ``components/schemas`` is followed once); a ``readOnly`` property is the
+application's to set, never an argument.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def operations(doc: dict[str, Any]) -> list[dict[str, Any]]:
                              if isinstance(body, dict) else None)
             required = set(schema.get("required", [])) if isinstance(schema.get("required"), list) else set()
             for prop, sub in (schema.get("properties") or {}).items():
+                if _schema(doc, sub).get("readOnly") is True:  # the application's to set: never an argument
+                    continue
                 args.append(_arg(str(prop), _schema(doc, sub), _schema(doc, sub).get("description"),
                                  prop in required, "body"))
             if len(args) > MAX_ARGS or any(not _NAME.match(a["name"]) for a in args):

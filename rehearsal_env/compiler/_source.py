@@ -14,7 +14,8 @@ SOURCE or given with ``--describe``::
     probe = "/repos"
     env = { APP_DSN = "{dsn}", APP_PORT = "{port}" }
     [http]   headers = { "X-Actor" = "bot" }       # sent with every tool call
-    [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX)
+    [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX), or
+    [schema.from_app] command = [...]              # how it makes its schema on SQLite ({database}): ._appschema
     [data]   generator = "data.py"                 # or sql = "seed.sql": the fictional data
     [openapi] file = "openapi.json"                # or served = "/openapi.json"
     [[actor]]                                      # who the agent may act as: one role each (default: one
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..worlds import is_world_name
+from ._appschema import from_app_spec
 from ._errors import CompileError
 
 DESCRIPTION_FILE = "rehearsal-app.toml"
@@ -185,7 +187,10 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
     folder = locate(source, beside, app.get("folder", "."), "[application] folder", folder=True)
     schema = raw.get("schema", {}).get("sql", [])
     schema = [schema] if isinstance(schema, str) else list(schema)
-    if not schema and (source / "migrations").is_dir():
+    from_app = from_app_spec(raw.get("schema", {}).get("from_app"))
+    if from_app is not None and schema:
+        raise CompileError(PHASE, "expected either [schema] sql or [schema.from_app], not both. Fix: keep one")
+    if not schema and from_app is None and (source / "migrations").is_dir():
         schema = sorted(f"migrations/{p.name}" for p in (source / "migrations").glob("*.sql"))
     migrations = [locate(source, beside, s, "[schema] sql file") for s in schema]
     data = raw.get("data", {})
@@ -236,6 +241,7 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
         "actors": [{"role": a["role"], "description": str(a.get("description", "")),
                     "headers": {str(k): str(v) for k, v in dict(a.get("headers", {})).items()}} for a in actors],
         "migrations": [shown(m) for m in migrations],
+        "schema_from_app": from_app,
         "data": None if seed is None else {"kind": seed[0], **shown(seed[1])},
         "openapi": {"file": shown(doc)} if doc else ({"served": url_path(openapi["served"], "[openapi] served")}
                                                       if "served" in openapi else None),
@@ -244,5 +250,8 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
 
 def resolve(inspected: dict[str, Any], entry: dict[str, str], *, folder: bool = False) -> Path:
     """The path of a file the inspect phase located (``entry`` as it recorded it)."""
-    root = Path(inspected["source"] if entry["root"] == "source" else Path(inspected["description"]).parent)
+    if entry["root"] == "compile":  # written by the compile itself (the schema read from the application)
+        root = Path(inspected["compile_dir"])
+    else:
+        root = Path(inspected["source"] if entry["root"] == "source" else Path(inspected["description"]).parent)
     return locate(root, root, entry["name"], "a file the inspect phase found", folder=folder).path

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from .._atomic import write_atomic
 from ..identity import world_version
 from . import _toml
+from ._appschema import run_schema_command
 from ._author import Author, split_of
 from ._errors import CompileError
 from ._evidence import app_tables, hard_rules
@@ -26,6 +28,9 @@ from ._phases import PhaseStore, sha
 from ._runtime import LocalRuntime, docker_available
 from ._source import inspect_source, resolve
 from ._worldfolder import WORLD_DIR, copy_sources, load, seed_sql, world_toml
+
+SCHEMA_FILE = "schema-from-app.sql"
+"""The schema read back from the application's own database ([schema.from_app]), in the compile folder."""
 
 
 class PhaseWork:
@@ -65,6 +70,14 @@ class PhaseWork:
         if self.out.resolve().is_relative_to(folder):
             raise CompileError("inspect", f"expected --out outside the application's folder {folder}; got "
                                f"{self.out}. Fix: write the compile elsewhere (its copy would become the application)")
+        spec = result["schema_from_app"]
+        if spec is not None:  # its migrations are code: run them on SQLite, read the tables back
+            text, kept, kept_out = run_schema_command(spec["command"], spec["env"],
+                                                      {"python": sys.executable, "app": str(folder)}, spec["exclude"])
+            write_atomic(self.store.dir / SCHEMA_FILE, text)
+            result["compile_dir"] = str(self.store.dir.resolve())
+            result["migrations"] = [{"name": SCHEMA_FILE, "root": "compile", "sha256": sha(text)}]
+            result["schema_from_app"] = {**spec, "tables": kept, "kept_out": kept_out}
         return result
 
     def plan(self) -> dict[str, Any]:
@@ -168,7 +181,8 @@ class PhaseWork:
         self.write_world(seeded=True, adapted=True)
         world = load(self.world_dir, "author")
         ops = self.results["discover"]["operations"]
-        headers = self.results["inspect"]["headers"]
+        # reads go as the world sends them: with [http] headers, which world.toml makes the first actor's
+        headers = self.results["inspect"]["actors"][0]["headers"]
         seed = int(self.results["inspect"]["seed"])
         with self.runtime("author", verify_reset=False) as rt:
             explored = explore(rt, [o for o in ops if o["method"] == "GET"], headers)
