@@ -23,6 +23,7 @@ from rehearsal_env.integrations.trl import (
     dataset_rows,
     environment_class,
     environment_classes,
+    turn_progress,
 )
 from rehearsal_env.worlds import World, load_world, world_names
 
@@ -310,3 +311,65 @@ def test_a_trl_rollout_reads_byte_for_byte_what_the_openai_agent_sends() -> None
     tool_messages = [m["content"] for m in sent if m["role"] == "tool"]
     assert tool_messages == answers[:len(tool_messages)] and len(tool_messages) >= len(calls) - 1
     assert agent.conversation.tools == [t.schema() for t in world.tools_for(scenario.role).values()]
+
+
+def _rollout(profile: str, scenario_id: str, agent: str) -> tuple[Any, float | None]:
+    """One rollout of a world class under ``profile`` as TRL plays it: reset, the tools the agent calls, get_reward."""
+    world_name, _, bare = scenario_id.partition("/")
+    world = load_world(world_name)
+    env = environment_class(world, world.scenario(bare).split, profile=profile, out=None)()
+    row = next(r for r in dataset_rows(world, world.scenario(bare).split) if r["scenario"] == bare)
+    env.reset(**row)
+    for action in _gym_actions(scenario_id, agent):
+        call = json.loads(action)
+        if call["tool"] in ("finish", "give_up"):
+            break  # the model stops: get_reward settles the episode
+        getattr(env, call["tool"])(**call["args"])
+    return env, env.get_reward()
+
+
+def test_the_per_turn_rewards_reach_trl_as_the_progress_before_the_end() -> None:
+    shop = load_world("shop")
+    wrong = next(s for s in shop.scenarios("train") if s.wrong)
+    seen: dict[str, float | None] = {}
+    logged: list[Any] = []
+    for scenario_id, agent in [*_cases(), (f"shop/{wrong.id}", "null")]:
+        env, reward = _rollout("rl_turns", scenario_id, agent)
+        plain, plain_reward = _rollout("rl", scenario_id, agent)
+        assert sum(env.turn_rewards) == pytest.approx(reward if reward is not None else 0.0, abs=1e-9)
+        assert reward == plain_reward  # the shaped profile's total is the end reward
+        (progress,) = turn_progress(environments=[env], log_extra=lambda column, values: logged.append(values))
+        assert logged[-1] == [list(env.turn_rewards)]
+        outcome = env.verdict.outcome.value
+        if outcome == "rule_violated":
+            assert progress == 0.0  # the safety gate
+        else:
+            assert progress == pytest.approx(sum(env.turn_rewards[:-1]), abs=1e-9)
+        assert progress is not None and 0.0 <= progress <= 1.0
+        seen[f"{outcome}:{agent}"] = progress
+    assert any(k.startswith("verified") and v and v > 0 for k, v in seen.items()), seen
+    assert any(not k.startswith("verified") for k in seen), seen
+    with pytest.raises(ValueError, match="rl_turns"):
+        turn_progress(environments=[_rollout("rl", "shop/refund-item-0001", "reference")[0]])
+    with pytest.raises(ValueError, match="environment_factory"):
+        turn_progress(environments=None)
+
+
+def test_turn_progress_gives_undoing_and_redoing_nothing_net() -> None:
+    shop = load_world("shop")
+    scenario = shop.scenario("change-address-0001")
+    env = environment_class(shop, "train", profile="rl_turns", stress=False, out=None)()
+    env.reset(scenario=scenario.id, seed=0)
+    first, second, write, _ = scenario.reference.calls
+    getattr(env, first.tool)(**first.args)
+    getattr(env, second.tool)(**second.args)
+    getattr(env, write.tool)(**write.args)
+    paid_once = sum(env.turn_rewards)
+    assert paid_once > 0
+    for _ in range(3):  # away and back again
+        getattr(env, write.tool)(order_id=write.args["order_id"], address="1 Elsewhere St, Nowhere")
+        getattr(env, write.tool)(**write.args)
+    assert sum(env.turn_rewards) == pytest.approx(paid_once, abs=1e-9)
+    env.get_reward()
+    (progress,) = turn_progress(environments=[env])
+    assert progress == pytest.approx(paid_once, abs=1e-9)

@@ -15,6 +15,7 @@ The class needs nothing from TRL: it is plain Python that TRL inspects.
 from ._dataset import dataset, dataset_rows
 from ._environment import ToolEnvironment, environment_class, environment_classes
 from ._methods import RESERVED, docstring, python_type, tool_method
+from ._rewards import turn_progress
 
 __all__ = ["RESERVED", "ToolEnvironment", "dataset", "dataset_rows", "docstring", "environment_class",
-           "environment_classes", "python_type", "tool_method"]
+           "environment_classes", "python_type", "tool_method", "turn_progress"]

@@ -69,6 +69,7 @@ class ToolEnvironment:
     def __init__(self) -> None:
         self._session = Session(self.world, profile=self.profile, backend=self.backend, stress=self.stress,
                                 out=self.out, agent=self.agent, agent_version=self.agent_version)
+        self._turn_rewards: list[float] = []
 
     def reset(self, scenario: str | None = None, seed: int = 0, **row: Any) -> str:
         """Start ``scenario`` (a dataset row's ``scenario`` column); return the customer's opening words.
@@ -85,15 +86,29 @@ class ToolEnvironment:
             raise ValueError(f"scenario {chosen.id!r} is in split {chosen.split!r}, but this environment class "
                              f"serves split {self.split!r}; make one with environment_class(world, "
                              f"split={chosen.split!r})")
+        self._turn_rewards = []
         return opening_text(self._session.start(chosen, seed=int(seed)))
 
     def get_reward(self) -> float | None:
         """The episode's reward, ending it first with ``give_up`` when the model stopped calling tools."""
+        running = not self._session.ended
         self._session.settle()
+        if running:
+            self._turn_rewards.append(self._session.last_reward)  # the settling give_up's
         return self._session.reward
 
     def _call(self, tool: str, arguments: dict[str, Any]) -> str:
-        return tool_text(self._session.call(tool, arguments))
+        running = not self._session.ended
+        text = tool_text(self._session.call(tool, arguments))
+        if running:
+            self._turn_rewards.append(self._session.last_reward)
+        return text
+
+    @property
+    def turn_rewards(self) -> tuple[float, ...]:
+        """Each turn's reward of the current episode so far (under a shaped profile such as ``rl_turns`` they sum to
+        :meth:`get_reward`'s; under another, all 0 but the last). :func:`turn_progress` reads them for TRL."""
+        return tuple(self._turn_rewards)
 
     @property
     def verdict(self) -> Verdict | None:
