@@ -54,6 +54,33 @@ def file_key(path: Path) -> FileKey:
     return (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
+def facts_of(data: bytes) -> PartFacts:
+    """The facts of a part's bytes."""
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+        run_ids: tuple[str, ...] | None = None
+        if "run_id" in pq.read_schema(pa.BufferReader(data)).names:
+            column = pq.read_table(pa.BufferReader(data), columns=["run_id"]).column("run_id")
+            run_ids = tuple(str(i) for i in pc.unique(column).to_pylist())
+        return PartFacts(digest, len(data), rows, run_ids)
+    except (pa.ArrowException, OSError) as exc:
+        return PartFacts(digest, len(data), None, None, str(exc))
+
+
+def remember_written(path: Path, data: bytes) -> PartFacts:
+    """The facts of ``data``, just written to ``path`` by this process, remembered for the file as it is now (a
+    writer that checks its own part before sealing does not read it back)."""
+    facts = facts_of(data)
+    key = file_key(path)
+    if key[1] == len(data):
+        with _lock:
+            _memo[key] = facts
+            while len(_memo) > MAX_MEMO:
+                _memo.popitem(last=False)
+    return facts
+
+
 def part_facts(path: Path) -> PartFacts:
     """The facts of ``path``, read (and memoised) unless this version of the file was read before.
 
@@ -67,16 +94,7 @@ def part_facts(path: Path) -> PartFacts:
             _memo.move_to_end(key)
             return known
     data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    try:
-        rows = pq.read_metadata(pa.BufferReader(data)).num_rows
-        run_ids: tuple[str, ...] | None = None
-        if "run_id" in pq.read_schema(pa.BufferReader(data)).names:
-            column = pq.read_table(pa.BufferReader(data), columns=["run_id"]).column("run_id")
-            run_ids = tuple(str(i) for i in pc.unique(column).to_pylist())
-        facts = PartFacts(digest, len(data), rows, run_ids)
-    except (pa.ArrowException, OSError) as exc:
-        facts = PartFacts(digest, len(data), None, None, str(exc))
+    facts = facts_of(data)
     if file_key(path) == key:  # unchanged while it was read: these facts are this version's
         with _lock:
             _memo[key] = facts

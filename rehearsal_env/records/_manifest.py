@@ -24,11 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from filelock import FileLock
 
-from ._facts import part_facts
+from ._facts import part_facts, remember_written
 from ._manifest_log import LEGACY_MANIFEST, MANIFEST, ManifestUnreadable, append_lines, manifest_state
 
 EPISODES_DIR = "episodes.parquet"
@@ -73,9 +71,12 @@ def read_manifest(directory: Path) -> dict[str, dict[str, Any]] | None:
 
 def note_part(path: Path, data: bytes) -> None:
     """Add (or replace) a written part's entry in its directory's manifest (one line appended)."""
-    rows = pq.read_metadata(pa.BufferReader(data)).num_rows
+    facts = remember_written(path, data)
+    if facts.rows is None:
+        raise ValueError(f"{path}: expected the bytes of a Parquet part, got {len(data)} bytes that are not one "
+                         f"({facts.parquet_error})")
     with _lock(path.parent):
-        append_lines(path.parent, [{"part": path.name, "sha256": sha256(data), "bytes": len(data), "rows": rows}])
+        append_lines(path.parent, [{"part": path.name, "sha256": facts.sha256, "bytes": len(data), "rows": facts.rows}])
 
 
 def forget_parts(directory: Path, names: Sequence[str]) -> None:
