@@ -82,7 +82,41 @@ def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict
         lines.append("")
     lines.append("## Kept out\n")
     lines += [f"- `{j['id']}` ({j.get('origin')}): {j['reason']}" for j in out] or ["None."]
+    lines += ["\n## Writes without a job\n", *([f"- `{tool}`: {why}" for tool, why in no_job(results).items()]
+                                               or ["None."])]
+    from_app = inspected.get("schema_from_app") or {}
+    if from_app.get("kept_out"):
+        lines.append("\n## Tables kept out of the world\n")
+        lines += [f"- `{table}`: {why}" for table, why in sorted(from_app["kept_out"].items())]
     return "\n".join(lines) + "\n"
+
+
+def no_job(results: Mapping[str, Any]) -> dict[str, str]:
+    """Each write tool no validated job uses, with what its tries showed (or that nothing was found to try)."""
+    used = {n for j in results["validate"]["kept"] for n in j["category"].split("-then-")}
+    tried: dict[str, list[dict[str, Any]]] = {}
+    for t in results["author"]["tried"]:
+        tried.setdefault(t["tool"], []).append(t)
+    out: dict[str, str] = {}
+    for w in results["adapt"]["writes"]:
+        if w["tool"] in used:
+            continue
+        mine = tried.get(w["tool"], [])
+        if not mine:
+            out[w["tool"]] = ("never tried: exploring the reads found no resource for it, or no values for its "
+                              "required arguments")
+            continue
+        statuses = Counter(str(t["status"]) for t in mine)
+        unchanged = sum(1 for t in mine if 200 <= int(t["status"]) < 300 and not t["changed"])
+        breaking = sum(1 for t in mine if t["breaks"])
+        out[w["tool"]] = (f"tried {len(mine)} time(s); the application answered "
+                          + ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items()))
+                          + (f"; {unchanged} accepted changed nothing" if unchanged else "")
+                          + (f"; {breaking} broke a stated policy" if breaking else "")
+                          + ("; its jobs did not pass the gate (above)" if any(
+                              200 <= int(t["status"]) < 300 and t["changed"] and not t["breaks"] for t in mine)
+                             else ""))
+    return out
 
 
 def package(world_dir: Path, results: Mapping[str, Any]) -> dict[str, Any]:
