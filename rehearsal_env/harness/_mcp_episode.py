@@ -64,6 +64,10 @@ RESOURCE_NOT_FOUND = -32002
 2026-07-28 wire uses -32602, invalid params (SEP-2164)."""
 T = TypeVar("T")
 
+# Logging (logging/setLevel, notifications/message) is deprecated from the 2026-07-28 revision on (SEP-2577); the
+# handshake wire, where episodes live, keeps it, so the SDK's warning about our use of it is not for our users.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=__name__)
+
 
 @dataclass(frozen=True)
 class EpisodeServerConfig:
@@ -322,11 +326,9 @@ def episode_server(config: EpisodeServerConfig, table: SessionTable,
         slot_of(ctx).subscribed.discard(str(params.uri)[:MAX_URI_CHARS])
         return types.EmptyResult()
 
-    with warnings.catch_warnings():  # logging is deprecated by 2026-07-28 (SEP-2577); the handshake wire keeps it
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(
-            "rehearsal-env", version=__version__, instructions=prompt_text, lifespan=lifespan,
-            on_list_tools=list_tools, on_call_tool=call_tool, on_set_logging_level=set_level,
-            on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_list_resources=list_resources,
-            on_list_resource_templates=list_templates,
-            on_read_resource=read_resource, on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)
+    return Server(
+        "rehearsal-env", version=__version__, instructions=prompt_text, lifespan=lifespan,
+        on_list_tools=list_tools, on_call_tool=call_tool, on_set_logging_level=set_level,
+        on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource, on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)

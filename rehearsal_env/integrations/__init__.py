@@ -8,8 +8,9 @@ extra costs nothing elsewhere:
   Needs no extra itself; training needs ``pip install rehearsal-env[trl]``.
 - :mod:`rehearsal_env.integrations.openenv`: the worlds served through openenv-core's
   ``create_app`` as an MCP environment (``[openenv]``).
-- :mod:`rehearsal_env.integrations.verifiers`: ``load_environment(world=..., split=...)``,
-  a verifiers environment whose rubric is our reward (``[verifiers]``).
+- :mod:`rehearsal_env.integrations.verifiers_v1`: a world's split as a verifiers 0.4 taskset
+  (``rehearsal-verifiers``) whose episode is an MCP toolset (``[verifiers]``); the legacy
+  :mod:`rehearsal_env.integrations.verifiers` (verifiers 0.3) is retired.
 - :mod:`rehearsal_env.integrations.skyrl`: a SkyRL-Gym ``BaseTextEnv`` (``[skyrl]``).
 - :mod:`rehearsal_env.integrations.tinker`: the Tinker cookbook's ``Env``, ``EnvGroupBuilder`` and ``RLDataset``
   (``[tinker]``).
