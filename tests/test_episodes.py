@@ -87,23 +87,23 @@ async def _mcp_play(session: Any, calls: list[tuple[str, dict[str, Any]]]) -> di
     answers = [await session.call_tool(tool, args) for tool, args in calls]
     resource = await session.read_resource(EPISODE_URI)
     last = answers[-1]
-    return {"structured": last.structuredContent, "text": [c.text for c in last.content],
-            "steps": [a.structuredContent for a in answers], "resource": json.loads(resource.contents[0].text)}
+    return {"structured": last.structured_content, "text": [c.text for c in last.content],
+            "steps": [a.structured_content for a in answers], "resource": json.loads(resource.contents[0].text)}
 
 
 def _mcp_memory(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[tuple[str, dict[str, Any]]],
                 profile: str | None) -> dict[str, Any]:
     _need_mcp()
     import anyio
-    from mcp.shared.memory import create_connected_server_and_client_session
 
     from rehearsal_env.episodes import Principal
+    from rehearsal_env.harness import connected
     entry = KeyStore(keys).authenticate(key)
     assert entry is not None
     runtime = _mcp_runtime(tmp_path, scenario, profile, Principal(entry.id, entry.scope, entry.agents))
 
     async def main() -> dict[str, Any]:
-        async with create_connected_server_and_client_session(runtime.server) as session:
+        async with connected(runtime.server) as session:
             return await _mcp_play(session, calls)
     try:
         return anyio.run(main)
@@ -129,13 +129,14 @@ def _mcp_http(tmp_path: Path, keys: Path, key: str, scenario: Any, calls: list[t
               profile: str | None) -> dict[str, Any]:
     _need_mcp()
     import anyio
+    import httpx2  # the SDK 2.x's HTTP client
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     with _mcp_http_server(tmp_path, keys, scenario, profile) as url:
         async def main() -> dict[str, Any]:
-            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http, \
-                    streamable_http_client(url, http_client=http) as (read, write, _), \
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http, \
+                    streamable_http_client(url, http_client=http) as (read, write), \
                     ClientSession(read, write) as session:
                 return await _mcp_play(session, calls)
         return anyio.run(main)

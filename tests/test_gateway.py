@@ -84,9 +84,7 @@ def _episode(tmp_path: Path, url: str, ledger: Ledger, link: str, model: str = "
              max_retries: int = 0) -> tuple[Any, list[Any]]:
     """Play SCENARIO through MCP (in memory) with the model behind the gateway; the harness's result and the
     run directory's records."""
-    from mcp.shared.memory import create_connected_server_and_client_session
-
-    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, drive, episode_runtime
+    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, connected, drive, episode_runtime
 
     runtime = episode_runtime(EpisodeServerConfig(spec=EpisodeSpec(world=WORLD, scenario=SCENARIO,
                                                                    reward_profile="rl"),
@@ -96,7 +94,7 @@ def _episode(tmp_path: Path, url: str, ledger: Ledger, link: str, model: str = "
     async def main() -> Any:
         async with openai.AsyncOpenAI(base_url=f"{url}/episodes/{link}/v1", api_key="unused",
                                       max_retries=max_retries) as client, \
-                create_connected_server_and_client_session(runtime.server) as session:
+                connected(runtime.server) as session:
             init = await session.initialize()
             try:
                 return await drive(session, client, model, instructions=init.instructions or "")
@@ -213,9 +211,7 @@ Play = Callable[[Any, openai.AsyncOpenAI], Awaitable[None]]
 def _hosted(tmp_path: Path, url: str, ledger: Ledger, link: str, play: Play) -> Any:
     """Host SCENARIO over MCP (in memory) with ``ledger``, let ``play`` drive it through the gateway at ``url``,
     disconnect (the episode is settled ``disconnect``) and return its record."""
-    from mcp.shared.memory import create_connected_server_and_client_session
-
-    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, episode_runtime
+    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, connected, episode_runtime
 
     runtime = episode_runtime(EpisodeServerConfig(spec=EpisodeSpec(world=WORLD, scenario=SCENARIO,
                                                                    reward_profile="rl"),
@@ -225,7 +221,7 @@ def _hosted(tmp_path: Path, url: str, ledger: Ledger, link: str, play: Play) -> 
     async def main() -> None:
         async with openai.AsyncOpenAI(base_url=f"{url}/episodes/{link}/v1", api_key="unused",
                                       max_retries=0) as client, \
-                create_connected_server_and_client_session(runtime.server) as session:
+                connected(runtime.server) as session:
             await session.initialize()
             await session.list_tools()  # the episode starts
             await play(session, client)
@@ -359,9 +355,7 @@ def test_the_tiny_real_model_plays_an_mcp_episode_through_the_gateway(live_serve
     ``REHEARSAL_REQUIRE_LIVE_MODEL=1``), through the gateway, driving the episode over MCP: the record's tokens are
     the gateway's, it carries no caveat, and its verdict is what the same actions give in process."""
     _need_mcp()
-    from mcp.shared.memory import create_connected_server_and_client_session
-
-    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, drive, episode_runtime
+    from rehearsal_env.harness import EpisodeServerConfig, EpisodeSpec, Storage, connected, drive, episode_runtime
 
     ledger = Ledger(tmp_path / "ledger")
     runtime = episode_runtime(EpisodeServerConfig(spec=EpisodeSpec(world=WORLD, scenario=SCENARIO,
@@ -373,7 +367,7 @@ def test_the_tiny_real_model_plays_an_mcp_episode_through_the_gateway(live_serve
     async def main(url: str) -> Any:
         async with openai.AsyncOpenAI(base_url=f"{url}/episodes/live-1/v1", api_key="unused", max_retries=1,
                                       timeout=180.0) as client, \
-                create_connected_server_and_client_session(runtime.server) as session:
+                connected(runtime.server) as session:
             init = await session.initialize()
             # auto tool choice lets SmolLM2 answer in text at once; naming the first tool makes it write the call
             return await drive(session, client, "smollm2", instructions=init.instructions or "",

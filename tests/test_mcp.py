@@ -14,8 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +45,7 @@ from rehearsal_env.harness import (  # noqa: E402
     EpisodeServerConfig,
     EpisodeSpec,
     Storage,
+    connected,
     episode_runtime,
     http_app,
     product_server,
@@ -56,13 +55,6 @@ WORLD = load_world("shop")
 SCENARIO = WORLD.scenario("refund-item-0004")
 LOCAL = Principal("local", Scope.BUILD_AND_EVALUATE)
 CLI = [sys.executable, "-c", "import sys; from rehearsal_env.cli import main; sys.exit(main())"]
-
-
-@asynccontextmanager
-async def connected(server: Any, **options: Any) -> AsyncIterator[ClientSession]:
-    """The SDK's in-memory transport with the initialize handshake: one MCP session, one episode."""
-    async with Client(server, mode="legacy", **options) as client:
-        yield client.session
 
 
 def _reference() -> list[tuple[str, dict[str, Any]]]:
