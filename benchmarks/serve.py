@@ -153,14 +153,21 @@ def in_process(world: str, sessions: int, episodes: int) -> dict[str, Any]:
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------
-class Server:
-    """``rehearsal serve`` in a child process on a free port."""
+UNRECORDED = ("import sys; from rehearsal_env.serve import ServeConfig, run_server; "
+              "run_server(ServeConfig(worlds=(sys.argv[1],), max_sessions=int(sys.argv[2]), idle_timeout=600), "
+              "port=0, on_listen=lambda url: print(f'listening on {url}', flush=True))")
+"""The same server as ``rehearsal serve`` with records off (``ServeConfig.out`` None; the command always records)."""
 
-    def __init__(self, world: str, sessions: int, out: Path) -> None:
+
+class Server:
+    """``rehearsal serve`` in a child process on a free port (``out`` None: the same server recording nothing)."""
+
+    def __init__(self, world: str, sessions: int, out: Path | None) -> None:
         rehearsal = Path(sys.executable).with_name("rehearsal")
-        self.proc = subprocess.Popen(
-            [str(rehearsal), "serve", "--port", "0", "--world", world, "--max-sessions", str(sessions),
-             "--out", str(out), "--idle-timeout", "600"], stdout=subprocess.PIPE, text=True)
+        argv = [sys.executable, "-c", UNRECORDED, world, str(sessions)] if out is None else [
+            str(rehearsal), "serve", "--port", "0", "--world", world, "--max-sessions", str(sessions),
+            "--out", str(out), "--idle-timeout", "600"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "listening on" not in line:

@@ -11,7 +11,9 @@ For each N (concurrent sessions, all started before the first step), in this ord
 * **http**: a fresh ``rehearsal serve`` child (recording into a temporary folder) driven by N
   ``httpx.AsyncClient`` sessions, one POST per step (``benchmarks/serve.py``'s driver);
 * **websocket**: a fresh ``rehearsal serve`` child driven by N WebSocket connections
-  (``websockets``, no compression), one frame per step, the same reference episodes.
+  (``websockets``, no compression), one frame per step, the same reference episodes;
+* **ws unrecorded** (``--unrecorded``): the same WebSocket server with records off (``ServeConfig.out`` None,
+  started through :func:`rehearsal_env.serve.run_server`): what writing the records costs a step.
 
 Server CPU per step is the server process's user + system CPU (``/proc``) over the played steps
 divided by the steps; latency is what the client sees per step (queueing behind the other N-1
@@ -98,15 +100,15 @@ async def drive_ws(url: str, world: str, sessions: int, episodes: int,
             client_cpu * 1000 / steps)
 
 
-def over_ws(world: str, sessions: int, episodes: int) -> http_bench.Figures:
+def over_ws(world: str, sessions: int, episodes: int, recorded: bool = True) -> http_bench.Figures:
     with tempfile.TemporaryDirectory(prefix="rehearsal-bench-ws-") as out:
-        server = http_bench.Server(world, sessions, Path(out))
+        server = http_bench.Server(world, sessions, Path(out) if recorded else None)
         try:
             latencies, done, verified, wall, cpu, client_cpu = asyncio.run(
                 drive_ws(server.url, world, sessions, episodes, server.proc.pid))
         finally:
             server.stop()
-        return http_bench.Figures("websocket", sessions, done, len(latencies), wall,
+        return http_bench.Figures("websocket" if recorded else "ws unrecorded", sessions, done, len(latencies), wall,
                                   http_bench.percentile(latencies, 0.5), http_bench.percentile(latencies, 0.99),
                                   server.idle, server.peak, verified, cpu, client_cpu)
 
@@ -117,6 +119,8 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=3, help="episodes each session plays (default 3; 4x for N=1)")
     p.add_argument("--world", default="shop")
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    p.add_argument("--unrecorded", action="store_true",
+                   help="also the WebSocket server with records off (what recording costs a step)")
     args = p.parse_args()
     print(f"world {args.world}; reference episodes; server CPU per step (ms) from /proc")
     print(f"{'mode':<18}{'N':>6}{'eps':>7}{'steps':>7}{'p50 ms':>9}{'p99 ms':>9}{'eps/s':>9}{'RSS MB':>9}"
@@ -127,14 +131,19 @@ def main() -> None:
         local = http_bench.child(args.world, n, episodes)
         http = http_bench.over_http(args.world, n, episodes)
         ws = over_ws(args.world, n, episodes)
-        for figures in (local, http, ws):
+        bare = over_ws(args.world, n, episodes, recorded=False) if args.unrecorded else None
+        for figures in (local, http, ws, *([bare] if bare else [])):
             print(http_bench.show(figures), flush=True)
+        if bare is not None:
+            cost = ws.cpu_ms_per_step - bare.cpu_ms_per_step
+            print(f"  N={n}: recording costs a WebSocket step {cost:+.2f} ms of server CPU; unrecorded "
+                  f"{bare.cpu_ms_per_step / local.cpu_ms_per_step:.2f}x in-process", flush=True)
         ratio = ws.cpu_ms_per_step / local.cpu_ms_per_step
         print(f"  N={n}: server CPU/step websocket {ratio:.2f}x in-process (goal <= {GOAL:g}x: "
               f"{'met' if ratio <= GOAL else 'NOT met'}), http {http.cpu_ms_per_step / local.cpu_ms_per_step:.2f}x; "
               f"websocket/http {ws.cpu_ms_per_step / http.cpu_ms_per_step:.2f}x; p50 websocket "
               f"{ws.p50_ms:.2f} ms, http {http.p50_ms:.2f} ms", flush=True)
-        results += [asdict(local), asdict(http), asdict(ws)]
+        results += [asdict(local), asdict(http), asdict(ws), *([asdict(bare)] if bare else [])]
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
