@@ -285,8 +285,10 @@ def test_rehearsal_compare_never_decides_what_the_honest_comparison_did_not(tmp_
     decision = sequential(tmp_path / "attacked", fail)
     assert decision in (honest, NOT_DECIDED, BUDGET)
     marker = json.loads((tmp_path / "attacked" / "A" / "sequential.json").read_text())
-    gone = sum(r.outcome == "not_scored" for r in read_records(tmp_path / "attacked" / "A"))
+    records = read_records(tmp_path / "attacked" / "A")
+    gone = len({(r.scenario, r.repeat) for r in records if r.outcome == "not_scored"})
     assert gone and marker["left_out_pairs"] == gone
+    assert sum(bool(r.attempt) for r in records) == 2 * gone  # each retried twice, failed the same way, recorded
     last = marker["looks"][-1]
     assert last["not_scored_pairs"] == gone and last["worst"] is not None and last["best"] is not None
 

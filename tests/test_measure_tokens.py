@@ -25,7 +25,7 @@ def test_a_model_run_records_input_and_output_tokens_and_is_costed_at_two_prices
                       agent_profile=AgentProfile(name="bot", model="m").to_toml(),
                       endpoint=Endpoint(base_url=server.base_url)), tmp_path, progress=False)
     records = read_records(tmp_path)
-    assert RECORD_VERSION == 7 and all(r.record_version == 7 for r in records)
+    assert RECORD_VERSION == 8 and all(r.record_version == 8 for r in records)
     split = {}
     for r in records:
         assert r.model_calls and r.input_tokens is not None and r.output_tokens is not None

@@ -73,7 +73,8 @@ def silent() -> Iterator[str]:
 def run_one(base_url: str, profile: AgentProfile, out: Path, *, retries: int = 1) -> EpisodeRecord:
     config = RunConfig(world="shop", agent=profile.name, agent_version=profile.label, scenarios=(SHOP,),
                        agent_profile=profile.to_toml(), endpoint=Endpoint(base_url=base_url, timeout_s=5.0,
-                                                                          max_retries=retries, backoff_s=0.01))
+                                                                          max_retries=retries, backoff_s=0.01),
+                       retries=0)  # one episode, one record (the run's retries: tests/test_retries.py)
     summary = run(config, out)
     (record,) = read_records(out)
     assert summary["episodes"] == 1

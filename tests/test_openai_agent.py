@@ -307,7 +307,8 @@ def test_a_provider_that_stays_down_is_not_scored(tmp_path: Path, concurrency: i
         down.script("m", *[Reply.error(503, "overloaded")] * 8)
         profile = AgentProfile(name="p", model="m")
         config = RunConfig(world="shop", agent="p", scenarios=DEV[:2], agent_profile=profile.to_toml(),
-                           endpoint=Endpoint(base_url=down.base_url, max_retries=1), concurrency=concurrency)
+                           endpoint=Endpoint(base_url=down.base_url, max_retries=1), concurrency=concurrency,
+                           retries=0)  # the run's retries of not-scored episodes: tests/test_retries.py
         summary = run(config, tmp_path)
     assert summary["not_scored"] == summary["episodes"] == 2
     for r in read_records(tmp_path):

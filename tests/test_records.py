@@ -83,7 +83,7 @@ def _fields(schema: pa.Schema | pa.StructType) -> list[pa.Field]:
 
 
 def test_the_schema_is_versioned_and_every_field_documented() -> None:
-    assert RECORD_VERSION == 7 and SCHEMA.metadata[VERSION_KEY.encode()] == b"7"
+    assert RECORD_VERSION == 8 and SCHEMA.metadata[VERSION_KEY.encode()] == b"8"
     every = _fields(SCHEMA)
     assert len(every) > 60 and all(f.metadata and len(f.metadata[b"doc"]) > 10 for f in every)
     nested = {f.name: f.type for f in SCHEMA}

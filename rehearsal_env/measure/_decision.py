@@ -157,10 +157,11 @@ def _reward_bounds(va: Sequence[np.ndarray], vb: Sequence[np.ndarray]) -> tuple[
 
 
 def filled(run: AgentRun, metric: str, fill: float) -> dict[str, np.ndarray]:
-    """Scenario -> its scored values of ``metric`` with every not-scored episode set to ``fill``."""
+    """Scenario -> its values of ``metric`` with every not-scored episode, and every open one (a retry that did not
+    replay the attempt it retried), set to ``fill``."""
     out = {}
     for s in run.scenarios:
-        v = np.concatenate([s.series(metric)[1], np.full(s.not_scored, fill)])
+        v = s.bounded(metric, fill)
         if len(v):
             out[s.scenario] = v
     return out
@@ -168,7 +169,7 @@ def filled(run: AgentRun, metric: str, fill: float) -> dict[str, np.ndarray]:
 
 def extremes(metric: str, a: AgentRun, b: AgentRun) -> Extremes | None:
     """The procedure at both extremes of the not-scored episodes; None when every episode was scored."""
-    if not (a.n_not_scored or b.n_not_scored):
+    if not (a.n_open or b.n_open):
         return None
     fail_a, win_b = filled(a, metric, FAILURE[metric]), filled(b, metric, SUCCESS[metric])
     win_a, fail_b = filled(a, metric, SUCCESS[metric]), filled(b, metric, FAILURE[metric])
@@ -181,6 +182,9 @@ def extremes(metric: str, a: AgentRun, b: AgentRun) -> Extremes | None:
             if s.scenario in names:
                 for cause, k in s.not_scored_causes.items():
                     causes[cause] = causes.get(cause, 0) + k
+                for cause, k in s.open_causes.items():
+                    key = f"{cause} (retried, not replayed)"
+                    causes[key] = causes.get(key, 0) + k
     return Extremes(
         worst_for_a=read(metric, [fail_a[s] for s in names], [win_b[s] for s in names]),
         best_for_a=read(metric, [win_a[s] for s in names], [fail_b[s] for s in names]),

@@ -85,6 +85,10 @@ def format_report(r: AgentReport) -> str:
              f"rate{causes}); scenarios per split: {splits}"]
     if r.not_root:
         lines.append(not_root_line(r.not_root))
+    if r.retried:
+        lines.append(f"  {r.retried} retry(ies) of not-scored episodes played, each recorded: the first scored attempt "
+                     f"counts; {r.open_episodes} of those counted did not replay the attempt they retried, so the "
+                     "bounds count them as not scored")
     if r.sequential:
         lines.append(f"  {r.sequential}")
     if not r.balanced:
@@ -101,11 +105,12 @@ def format_report(r: AgentReport) -> str:
         _rate_row(LABELS["reward"], r.mean_reward, _share(r.n_not_scored + r.missing_rewards, total),
                   r.bounds("reward")),
         "  (not-scored bounds: the value with every not-scored episode a failure, and a success; the value itself "
-        "counts scored episodes only)" if r.n_not_scored else
+        "counts scored episodes only)" if r.n_not_scored or r.open_episodes else
         "  (not-scored bounds: every episode was scored, so each bound is the value itself)",
     ]
     if r.worst_case:
-        lines.append(f"  worst case, the {r.n_not_scored} not-scored episode(s) counted as failures (not verified, "
+        lines.append(f"  worst case, the {r.n_not_scored + r.open_episodes} not-scored episode(s) counted as failures "
+                     "(not verified, "
                      "rule violated, false completion, reward -1):")
         lines += [f"  {LABELS[m]:<22}{_f(e.value):>7}  {_ci(e):<17}" for m, e in r.worst_case.items()]
     lines.append(f"  {'k':>3}  {'pass^k':>7}  {'95% CI':<17}{'pass@k':>7}  95% CI")

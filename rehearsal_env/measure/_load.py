@@ -29,13 +29,14 @@ import numpy as np
 import pyarrow.dataset as ds
 
 from ..records import MixedRuns, PublicKey, RecordsDamaged, sealed_parts
+from ..records._attempts import NOT_SCORED, OPEN, row_field, settle
 from ..records._record import ROOT_EPISODE, episode_kind
 
 OUTCOMES = ("verified", "not_achieved", "rule_violated", "not_scored")
 """The outcome values an episode may have."""
 REQUIRED_COLUMNS = ("scenario", "split", "agent", "repeat", "outcome", "reward", "false_completion")
 """Columns ``episodes.parquet`` must have."""
-OPTIONAL_COLUMNS = ("not_scored_cause", "agent_version", "parent_episode", "parent_kind")
+OPTIONAL_COLUMNS = ("not_scored_cause", "agent_version", "parent_episode", "parent_kind", "attempt", "retry_replayed")
 """Columns read when present."""
 UNKNOWN_CAUSE = "unknown"
 """The cause of a not-scored episode whose record names none (written before causes were recorded)."""
@@ -63,6 +64,26 @@ class ScenarioEpisodes:
     """Episodes of this scenario that were not scored (excluded)."""
     not_scored_causes: Mapping[str, int] = field(default_factory=dict)
     """Cause -> not-scored episodes of this scenario."""
+    open: np.ndarray | None = None
+    """Aligned with ``repeats``: True where the scored episode is a retry that did not replay the attempt it retried
+    (:mod:`rehearsal_env.records._attempts`): the headline counts it, the not-scored bounds fill it (None: none)."""
+    open_causes: Mapping[str, int] = field(default_factory=dict)
+    """Cause of the first failed attempt -> this scenario's open episodes."""
+    retried: int = 0
+    """Retries played for this scenario's episodes (attempts beyond the first)."""
+
+    def bounded(self, metric: str, fill: float) -> np.ndarray:
+        """The values of ``metric`` the not-scored bounds read: each open episode and each not-scored one is
+        ``fill``, the others their scored value (missing values left out)."""
+        v = self.values[metric]
+        keep = ~np.isnan(v)
+        opened = self.open[keep] if self.open is not None else np.zeros(int(keep.sum()), dtype=bool)
+        return np.concatenate([np.where(opened, fill, v[keep]), np.full(self.not_scored, fill)])
+
+    @property
+    def n_open(self) -> int:
+        """Episodes the bounds fill: the not-scored ones and the open ones."""
+        return self.not_scored + (int(self.open.sum()) if self.open is not None else 0)
 
     def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(repeat indices, values) of ``metric``, without missing values."""
@@ -124,6 +145,26 @@ class AgentRun:
     @property
     def n_not_scored(self) -> int:
         return int(sum(s.not_scored for s in self.scenarios))
+
+    @property
+    def n_open(self) -> int:
+        """Episodes the not-scored bounds fill: not scored, or scored by a retry that did not replay its attempt."""
+        return int(sum(s.n_open for s in self.scenarios))
+
+    @property
+    def n_retried(self) -> int:
+        """Retries played (attempts beyond each planned episode's first)."""
+        return int(sum(s.retried for s in self.scenarios))
+
+    @property
+    def bound_causes(self) -> dict[str, int]:
+        """Cause -> episodes the bounds fill (an open episode as ``CAUSE (retried, not replayed)``), most first."""
+        out = dict(self.not_scored_causes)
+        for s in self.scenarios:
+            for cause, k in s.open_causes.items():
+                key = f"{cause} (retried, not replayed)"
+                out[key] = out.get(key, 0) + k
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
     def missing_rewards(self) -> int:
@@ -240,12 +281,17 @@ def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
         by_scenario.setdefault(str(r["scenario"]), []).append(r)
     scenarios = []
     for name in sorted(by_scenario):
-        eps = sorted(by_scenario[name], key=lambda r: int(r["repeat"]))
+        try:
+            slots = sorted(settle(by_scenario[name], row_field), key=lambda e: int(e.record["repeat"]))
+        except ValueError as exc:
+            raise RunError(f"{run}: agent {agent!r}: {exc}") from exc
+        eps = [e.record for e in slots]
         reps = [int(r["repeat"]) for r in eps]
         if len(set(reps)) != len(reps):
             raise RunError(f"{run}: agent {agent!r}, scenario {name!r}: expected each repeat once; "
                            f"repeat indices {reps} repeat (the run directory mixes two runs?)")
-        scored = [r for r in eps if r["outcome"] != "not_scored"]
+        standing = [e for e in slots if e.status != NOT_SCORED]
+        scored = [e.record for e in standing]
         splits = {str(r["split"]) for r in eps}
         if len(splits) != 1:
             raise RunError(f"{run}: scenario {name!r}: expected one split; found {sorted(splits)}")
@@ -260,6 +306,11 @@ def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
             if r["outcome"] == "not_scored":
                 cause = str(r.get("not_scored_cause") or UNKNOWN_CAUSE)
                 causes[cause] = causes.get(cause, 0) + 1
+        opened: dict[str, int] = {}
+        for e in standing:
+            if e.status == OPEN:
+                cause = str(e.superseded[0].get("not_scored_cause") or UNKNOWN_CAUSE)
+                opened[cause] = opened.get(cause, 0) + 1
         scenarios.append(ScenarioEpisodes(
             scenario=name,
             split=splits.pop(),
@@ -267,6 +318,9 @@ def _agent_run(run: str, agent: str, rows: list[dict[str, Any]],
             values=values,
             not_scored=len(eps) - len(scored),
             not_scored_causes=causes,
+            open=np.array([e.status == OPEN for e in standing], dtype=bool),
+            open_causes=opened,
+            retried=sum(e.attempts - 1 for e in slots),
         ))
     repeats = max(len(s.repeats) for s in scenarios)
     return AgentRun(run=run, agent=agent, scenarios=tuple(scenarios), repeats=repeats, provenance=provenance,

@@ -118,7 +118,7 @@ def category_comparisons(a: AgentRun, b: AgentRun) -> tuple[CategoryComparison, 
     if not categories:
         return ()
     rows = _rows(a.per_scenario("verified"), b.per_scenario("verified"), categories)
-    if not (a.n_not_scored or b.n_not_scored):
+    if not (a.n_open or b.n_open):
         return rows
     extremes = [{r.category: r for r in _rows(filled(a, "verified", fa), filled(b, "verified", fb), categories)}
                 for fa, fb in ((0.0, 1.0), (1.0, 0.0))]

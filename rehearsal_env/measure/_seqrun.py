@@ -27,9 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import open_database
+from ..backends import Database, open_database
 from ..records import EPISODES_DIR, MANIFEST, EpisodeRecord, seal_run, write_bytes_atomic, write_part
+from ..records._attempts import OPEN, record_field, settle
 from ..runner import AgentFactory, EpisodeSpec, RunConfig, begin_run, run_batch, run_lock, start_run, write_summary
+from ..runner._retry import as_retry, check_retries, retryable
+from ..worlds import World
 from ._seqreport import SEQUENTIAL_FILE
 from ._sequential import (
     ALPHA,
@@ -102,7 +105,7 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
     worst: list[float] = []  # every pair, not-scored episodes as failures of A and successes of B
     best: list[float] = []  # the reverse
     shown: list[Look] = []
-    left_out = not_root = 0
+    left_out = not_root = opened = 0
     decision = BUDGET
     with run_lock(dirs[0], configs[0].run_id), run_lock(dirs[1], configs[1].run_id):
         dbs = [open_database(st.run.world, st.config.backend, **st.config.backend_options) for st in states]
@@ -113,22 +116,27 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
                 specs = plan[start:start + batch_pairs]
                 played = [run_batch(st.config, specs, world=st.run.world, agent_factory=f, database=db)
                           for st, f, db in zip(states, (factory_a, factory_b), dbs, strict=True)]
-                for d, recs, kept in zip(dirs, played, records, strict=True):
-                    write_part(d, recs, part)
-                    kept.extend(recs)
-                for ra, rb in zip(*played, strict=True):
+                counted = [retried(st.config, recs, st.run.world, f, db)
+                           for st, recs, f, db in zip(states, played, (factory_a, factory_b), dbs, strict=True)]
+                for d, recs, (slots, again), kept in zip(dirs, played, counted, records, strict=True):
+                    write_part(d, [*recs, *again], part)
+                    kept.extend(r for r, _ in slots)  # each planned episode once (the records keep every attempt)
+                for (ra, sa), (rb, sb) in zip(counted[0][0], counted[1][0], strict=True):
                     va, vb = _verified(ra), _verified(rb)
                     if not (ra.is_root and rb.is_root):
                         not_root += 1
-                    else:
-                        worst.append(_filled(va, 0.0) - _filled(vb, 1.0))
-                        best.append(_filled(va, 1.0) - _filled(vb, 0.0))
+                    else:  # the bounds fill an open episode (a retry that did not replay its attempt) too
+                        wa, wb = (None if s == OPEN else v for s, v in ((sa, va), (sb, vb)))
+                        worst.append(_filled(wa, 0.0) - _filled(wb, 1.0))
+                        best.append(_filled(wa, 1.0) - _filled(wb, 0.0))
                         if va is None or vb is None:
                             left_out += 1
                         else:
                             diffs.append(va - vb)
+                            opened += OPEN in (sa, sb)
                 if diffs:
-                    look = bounded_look(np.array(diffs), np.array(worst), np.array(best), design_pairs, floor)
+                    look = bounded_look(np.array(diffs), np.array(worst), np.array(best), design_pairs, floor,
+                                        open_pairs=opened)
                     shown.append(look)
                     if on_look is not None:
                         on_look(look, start + len(specs))
@@ -151,6 +159,28 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
             if (d / EPISODES_DIR / MANIFEST).is_file():
                 seal_run(d)
     return result
+
+
+def retried(config: RunConfig, records: list[EpisodeRecord], world: World, factory: AgentFactory | None,
+            database: Database) -> tuple[list[tuple[EpisodeRecord, str]], list[EpisodeRecord]]:
+    """Each of ``records`` retried as a run retries it (:mod:`rehearsal_env.runner._retry`: up to
+    ``config.retries`` new attempts of an episode not scored for a part other than the agent and the world): each
+    planned episode's counted attempt with its status (:mod:`rehearsal_env.records._attempts`), and every retry."""
+    every: list[EpisodeRecord] = []
+    counted = []
+    for record in records:
+        attempts = [record]
+        for _ in range(check_retries(config.retries)):
+            if not retryable(attempts[-1]):
+                break
+            last = attempts[-1]
+            (again,) = run_batch(config, [EpisodeSpec(last.scenario, last.repeat, last.seed)], world=world,
+                                 agent_factory=factory, database=database)
+            attempts.append(as_retry(again, last))
+        every.extend(attempts[1:])
+        (slot,) = settle(attempts, record_field)
+        counted.append((slot.record, slot.status))
+    return counted, every
 
 
 def write_marker(run_dir: Path, role: str, result: SequentialResult, order_seed: int, batch_pairs: int) -> Path:

@@ -213,19 +213,20 @@ def looks(d: np.ndarray, ends: list[int], design_pairs: float, floor: float | No
 
 
 def bounded_look(d: np.ndarray, worst: np.ndarray, best: np.ndarray, design_pairs: float,
-                 floor: float | None = None, alpha: float = ALPHA) -> Look:
+                 floor: float | None = None, alpha: float = ALPHA, open_pairs: int = 0) -> Look:
     """The look after every pair so far: the interval of the scored pairs ``d`` (in play order), deciding only what
     the pairs with not-scored episodes counted as the worst (``worst``: every pair, those episodes failures of A and
     successes of B) and as the best outcome for A (``best``) both decide, in the same direction.
 
     When every pair was scored, ``worst`` and ``best`` equal ``d`` and this is :func:`looks` at the last pair. The
     extremes are what a model endpoint that fails exactly the episodes its agent is losing cannot move: one of them
-    is the honest run's sequence."""
+    is the honest run's sequence. ``open_pairs``: pairs in ``d`` scored only by a retry that did not replay the
+    attempt it retried (their ``worst`` and ``best`` are filled like a not-scored pair's)."""
     d, worst, best = (np.asarray(v, dtype=float) for v in (d, worst, best))
     if not len(d):
         raise ValueError("expected at least one pair scored in both runs; every pair so far has a not-scored episode")
     honest = looks(d, [len(d)], design_pairs, floor, alpha)[0]
-    gone = len(worst) - len(d)
+    gone = len(worst) - len(d) + open_pairs
     if gone == 0:
         return honest
     w, b = (looks(v, [len(v)], design_pairs, floor, alpha)[0] for v in (worst, best))

@@ -21,8 +21,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..runner import no_world_tool_hint
 from ._cost import CostReport, Prices, cost_report
 from ._floor import MIN_SCENARIOS, Floor, inverse_repeats, run_floor, too_few
@@ -109,6 +107,11 @@ class AgentReport:
     best_case: dict[str, Estimate] = field(default_factory=dict)
     """Every headline with the not-scored episodes counted as successes (empty when none were not scored): with
     ``worst_case``, the bounds printed beside each headline, which no choice of episodes to fail can leave."""
+    retried: int = 0
+    """Retries the runner played of not-scored episodes (each recorded; the first scored attempt counts)."""
+    open_episodes: int = 0
+    """Episodes counted by a retry that did not replay the attempt it retried: the headline counts the retry, the
+    not-scored bounds fill it like a not-scored episode (:mod:`rehearsal_env.records._attempts`)."""
 
     def bounds(self, metric: str) -> tuple[float, float]:
         """(worst, best) value of a headline (``verified``, ..., ``reward``) over every outcome the not-scored
@@ -123,12 +126,11 @@ class AgentReport:
 def worst_case(run: AgentRun, fill: dict[str, float] = WORST) -> dict[str, Estimate]:
     """Every headline with the not-scored episodes counted as failures (``fill``: the value each takes; BEST for
     the best case); empty when none were not scored."""
-    if not run.n_not_scored:
+    if not run.n_open:
         return {}
     out = {}
     for metric in (*RATES, "reward"):
-        filled = [np.concatenate([s.series(metric)[1], np.full(s.not_scored, fill[metric])])
-                  for s in run.scenarios]
+        filled = [s.bounded(metric, fill[metric]) for s in run.scenarios]
         filled = [v for v in filled if len(v)]
         out[metric] = rate_estimate(filled) if metric in RATES else mean_estimate(filled)
     return out
@@ -187,4 +189,6 @@ def summarize(run: AgentRun, prices: Prices | None = None) -> AgentReport:
         cost=cost_report(run, prices),
         not_root=dict(run.not_root),
         best_case=worst_case(run, BEST),
+        retried=run.n_retried,
+        open_episodes=run.n_open - run.n_not_scored,
     )

@@ -34,15 +34,19 @@ class Episode:
     """World-tool calls (None: the record does not say)."""
     counted: bool
     """Whether rules 2 and 3 count it (a scenario this version never learned from)."""
+    open: bool = False
+    """Whether it was scored by a retry that did not replay the attempt it retried (filled at both extremes like a
+    not-scored episode; :mod:`rehearsal_env.records._attempts`)."""
 
 
 def extreme(episodes: Sequence[Episode], worst: bool) -> list[Episode]:
-    """``episodes`` with each not-scored one the worst outcome for the agent (``worst``) or the best."""
+    """``episodes`` with each not-scored (or open) one the worst outcome for the agent (``worst``) or the best."""
     if worst:
         fill = {"outcome": "rule_violated", "false_completion": True, "world_tool_calls": 0}
     else:
         fill = {"outcome": "verified", "false_completion": False, "world_tool_calls": 1}
-    return [replace(e, **fill) if e.outcome == "not_scored" else e for e in episodes]  # type: ignore[arg-type]
+    return [replace(e, **fill) if e.outcome == "not_scored" or e.open else e  # type: ignore[arg-type]
+            for e in episodes]
 
 
 def rule_reasons(episodes: Sequence[Episode], scope: str, improved: bool) -> list[str]:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from ..improve import is_improved, learned_prints, lineage_of, scenario_identities
 from ..records import EpisodeRecord
+from ..records._attempts import OPEN, record_field, settle
 from ..records._record import ROOT_EPISODE, episode_kind
 from ..versions import NotPublished, load_manifest
 from ._extremes import MIN_SCORED, MIN_VERIFIED_SHARE, Episode, extreme, rule_reasons, verified_share
@@ -180,6 +181,13 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
         not_in_use = {}
         reasons.append(f"the world version is not published, so it cannot be evaluated: {exc}")
     left: dict[str, int] = {}
+    settled = settle([r for r in records if episode_kind(r.parent_episode, r.parent_kind) == ROOT_EPISODE],
+                     record_field)
+    status = {id(e.record): e.status for e in settled}
+    superseded = sum(len(e.superseded) for e in settled)
+    if superseded:  # a retried episode counts once: its first scored attempt (else its last)
+        left["other attempts of retried episodes"] = superseded
+    records = [r for r in records if id(r) in status or episode_kind(r.parent_episode, r.parent_kind) != ROOT_EPISODE]
     in_use: list[EpisodeRecord] = []
     pending: list[EpisodeRecord] = []
     causes: dict[str, int] = {}
@@ -212,19 +220,22 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
         left["learned from (not holdout)"] = len(in_use) - len(never_learned)
     verified = sum(r.outcome == "verified" for r in never_learned)
     scope = "holdout scenarios" if improved else "scenarios"
-    scored = [_episode(r, improved) for r in in_use]
+    scored = [_episode(r, improved, status.get(id(r)) == OPEN) for r in in_use]
+    opened = [e for e in scored if e.open]
     both = [*scored, *(_episode(r, improved) for r in pending)]
     worst, best = extreme(both, worst=True), extreme(both, worst=False)
     at_worst, at_best = rule_reasons(worst, scope, improved), rule_reasons(best, scope, improved)
-    decided = not pending or bool(at_worst) == bool(at_best) or bool(reasons)
+    bounded = bool(pending or opened)
+    decided = not bounded or bool(at_worst) == bool(at_best) or bool(reasons)
     not_scored = sum(causes.values())
     ordered = tuple(sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
-    if not pending:
+    if not bounded:
         reasons += rule_reasons(scored, scope, improved)
     elif at_best:
         reasons += at_best  # they hold whatever the not-scored episodes were
     elif at_worst and not reasons:
-        reasons.append(f"not decided: {len(pending)} episode(s) not scored ({_causes(_all_causes(pending))}): "
+        retried = f"; {len(opened)} more scored only by a retry that did not replay its attempt" if opened else ""
+        reasons.append(f"not decided: {len(pending)} episode(s) not scored ({_causes(_all_causes(pending))}{retried}): "
                        f"counted as the worst outcome for the agent it needs work ({'; '.join(at_worst)}), as "
                        "the best it is ready; rerun those episodes (fix the failing part first)")
     would_count = len(never_learned) + not_scored
@@ -242,7 +253,7 @@ def readiness_of(records: Sequence[EpisodeRecord], *, improved: bool = False,
                      left_out=tuple(sorted(left.items())), reasons=tuple(reasons), not_scored=not_scored,
                      not_scored_causes=ordered, max_not_scored_share=max_not_scored_share, key_id=player,
                      other_keys=others, decided=decided,
-                     bounds=(verified_share(worst), verified_share(best)) if pending else None)
+                     bounds=(verified_share(worst), verified_share(best)) if bounded else None)
 
 
 def _seen(learned_from: Sequence[str], world: str, version: str, root: str | Path | None) -> frozenset[str]:
@@ -257,9 +268,9 @@ def _seen(learned_from: Sequence[str], world: str, version: str, root: str | Pat
     return frozenset(i.scenario for i in idents if prints & set(i.prints.values())) | frozenset(learned_from)
 
 
-def _episode(r: EpisodeRecord, improved: bool) -> Episode:
+def _episode(r: EpisodeRecord, improved: bool, opened: bool = False) -> Episode:
     return Episode(tag=_tag(r), outcome=r.outcome, false_completion=bool(r.false_completion),
-                   world_tool_calls=r.world_tool_calls, counted=not improved or r.split == "holdout")
+                   world_tool_calls=r.world_tool_calls, counted=not improved or r.split == "holdout", open=opened)
 
 
 def _all_causes(records: Sequence[EpisodeRecord]) -> tuple[tuple[str, int], ...]:

@@ -39,7 +39,7 @@ SCHEMA: pa.Schema = arrow_schema(EpisodeRecord, {VERSION_KEY: str(RECORD_VERSION
 """The Arrow schema of a record file (every field carries its docstring as ``doc`` metadata)."""
 
 _PART = re.compile(r"^part-(\d+)\.parquet$")
-READABLE_VERSIONS = ("2", "3", "4", "5", "6", str(RECORD_VERSION))
+READABLE_VERSIONS = ("2", "3", "4", "5", "6", "7", str(RECORD_VERSION))
 """Record versions this release reads (older parts read with the newer fields null)."""
 
 

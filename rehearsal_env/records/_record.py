@@ -29,6 +29,9 @@ Version history (:data:`RECORD_VERSION`):
     7. ``model_held_ms`` and ``model_drained_ms``: the time a model agent's calls waited on a shared server
        because of cut-off replies (another episode's being drained, or its own), never part of
        ``model_latency_ms``. Versions 2 to 6 still read (the two read as null).
+    8. ``attempt``, ``retry_of`` and ``retry_replayed``: a not-scored episode played again by the runner is a new
+       record of the same scenario, repeat and seed, linked to the attempt it retries (which attempt counts where:
+       :mod:`._attempts`). Versions 2 to 7 still read (the three read as null: no retries).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 
 from ..provenance import Provenance
 
-RECORD_VERSION = 7
+RECORD_VERSION = 8
 """Version of the record schema; readers refuse other versions with a message that says what to do."""
 ROOT_EPISODE = "root"
 """What :func:`episode_kind` calls an episode that began at ``reset``: the only kind that is evidence."""
@@ -311,6 +314,15 @@ class EpisodeRecord:
     turn_rewards: tuple[float, ...] | None = None
     """Each step's reward, in step order, under a profile that pays one at every turn (``rl_turns``: the change
     in the share of goal checks passing, the last step the rest of ``reward``); null under other profiles."""
+    attempt: int | None = None
+    """Which attempt of its planned episode this is: null (or 0) the episode as planned, ``k`` its ``k``-th retry
+    after an attempt not scored for a part other than the agent and the world (same scenario, repeat and seed)."""
+    retry_of: str | None = None
+    """The attempt this one retries, as ``scenario#repeat@attempt`` in this run (null: not a retry)."""
+    retry_replayed: bool | None = None
+    """Whether this retry played the attempt it retries exactly, turn for turn, up to where that one failed (then
+    it stands for that attempt in the not-scored bounds; otherwise that attempt stays open there); null: not a
+    retry."""
 
     @property
     def is_root(self) -> bool:

@@ -72,6 +72,10 @@ class RunConfig:
     workers and a resumed run play exactly this profile); None: a built-in agent or a user's policy."""
     customer: str | None = None
     """``openai:MODEL``: a customer played by that model; None: the scenario's scripted customer."""
+    retries: int = 2
+    """How often an episode not scored for a part other than the agent and the world (database, provider, sandbox,
+    worker) is played again, same scenario and seed, before the run ends; each attempt is recorded (see
+    ``runner._retry``). 0: none."""
     endpoint: Endpoint = field(default_factory=Endpoint, compare=False)
     """How to reach the agent's (and a model customer's) model: where it is served, its key's variable, the
     timeout and retries of a call. Not what the run is: a resumed run may reach its model elsewhere."""

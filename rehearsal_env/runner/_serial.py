@@ -21,6 +21,7 @@ from ._lock import run_lock
 from ._plan import AgentFactory, RunConfig
 from ._progress import Progress
 from ._resume import RunState, RunStopped, begin_run, finish_run, start_run, stop_run
+from ._retry import play_retries, recount, retryable
 from ._summary import SummaryRow, summary_row
 from ._worker import RECOVERY_S, DatabaseUnavailable, EpisodeWorker
 
@@ -67,6 +68,7 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
 
         bar.start()
         parts: PartFlusher | None = None
+        lost: list[EpisodeRecord] = []  # not scored for a part that may work on another try: retried at the end
         try:
             for batch in state.pending:
                 parts = PartFlusher(out, batch.specs, batch.part, spare, flush_s)
@@ -82,6 +84,16 @@ def run(config: RunConfig, out_dir: str | Path, *, agent_factory: AgentFactory |
                 bar.update([r.outcome for r in done])
                 if on_batch:
                     on_batch(done)
+                lost.extend(r for r in done if retryable(r))
+            try:
+                again = play_retries(worker, lost, state.config.retries,
+                                     lambda specs: PartFlusher(out, specs, spare(), spare, flush_s))
+            except DatabaseUnavailable as exc:  # its retries are recorded; the summary counts the attempts before
+                stop_run(state, out, played, exc)
+            counted, superseded = recount(lost, again)
+            for record in superseded:  # the summary counts each planned episode once (the records keep every attempt)
+                played.remove(summary_row(record))
+            played.extend(summary_row(r) for r in counted)
         except RunStopped:
             raise
         except BaseException:  # Ctrl-C, a refusing provider, a bug: what was written is summarized and sealed
