@@ -4,7 +4,8 @@ For each write operation, in a seeded order, the resources exploration found (``
 tried: its arguments filled from what the application answered (a path parameter from the
 resource's own answer, an enum value, a value of a field with the argument's name, else a short
 fictional text; where the application fails (5xx) with only the required ones, once more with its
-optional text arguments, a comment or a description, filled too), the write sent once after a reset,
+optional text arguments, a comment or a description, filled too; where it refuses (400) naming optional
+arguments as the keys of its answer, once more with those filled), the write sent once after a reset,
 and its effect read back (``._evidence``).
 A write the application refuses, or one that changes nothing, makes no job (it is recorded as
 tried). Each job that remains: the request in words, the reference (read the resource, write,
@@ -83,15 +84,22 @@ def _call(op: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
-          key: str) -> int:
+          key: str) -> tuple[int, Any]:
     path_args = re.findall(r"\{(\w+)\}", op["path"])
     body = {a["name"]: args[a["name"]] for a in op["args"] if a["in"] == "body" and a["name"] in args}
     query = {a["name"]: args[a["name"]] for a in op["args"] if a["in"] == "query" and a["name"] in args}
     sends_body = op["method"] in ("POST", "PUT", "PATCH")
-    status, _ = runtime.request(op["method"], fill_path(op["path"], {k: args[k] for k in path_args}),
-                                query=query, body=body if sends_body else None,
-                                headers={**headers, **op.get("headers", {}), "Idempotency-Key": key})
-    return status
+    return runtime.request(op["method"], fill_path(op["path"], {k: args[k] for k in path_args}),
+                           query=query, body=body if sends_body else None,
+                           headers={**headers, **op.get("headers", {}), "Idempotency-Key": key})
+
+
+def named_arguments(op: Mapping[str, Any], answer: Any) -> set[str]:
+    """The optional arguments a refusal's JSON object names as its keys (``{"priority": ["This field is
+    required."]}``): the application says it needs them where its document does not."""
+    if not isinstance(answer, dict):
+        return set()
+    return {a["name"] for a in op["args"] if not a["required"] and a["name"] in answer}
 
 
 def _phrase(op: Mapping[str, Any], args: Mapping[str, Any]) -> str:
@@ -114,10 +122,13 @@ class Author:
         self.writes = list(writes)
         """Write tools: an operation with its ``tool`` name, the ``role`` that has it and the ``headers`` it sends."""
         self.tried: list[dict[str, Any]] = []
+        self.answers: list[Any] = []
+        """The application's answers to the last solution run."""
 
     def _candidates(self, op: Mapping[str, Any], binding: Mapping[str, Any], answer: Any, *,
-                    texts: bool = False) -> list[dict[str, Any]]:
-        """Argument sets to try; ``texts``: optional text arguments filled too (after a failure of the server)."""
+                    texts: bool = False, needed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+        """Argument sets to try; ``texts``: optional text arguments filled too (after a failure of the server);
+        ``needed``: optional arguments filled as if required (a refusal named them)."""
         args: dict[str, Any] = {k: binding[k] for k in binding if k in {a["name"] for a in op["args"]}}
         options: list[list[dict[str, Any]]] = [[args]]
         for i, a in enumerate(op["args"]):
@@ -125,7 +136,7 @@ class Author:
                     and a["name"] in ("body", "text", "message", "comment", "description"):
                 options = [[{**o, a["name"]: TEXTS[(self.seed + i) % len(TEXTS)]} for o in group] for group in options]
                 continue
-            if a["name"] in args or not a["required"]:
+            if a["name"] in args or not (a["required"] or a["name"] in needed):
                 continue
             if "enum" in a:
                 values = list(a["enum"])
@@ -143,8 +154,9 @@ class Author:
 
     def _run(self, calls: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> tuple[list[int], Any]:
         self.runtime.reset()
-        statuses = [_send(self.runtime, op, args, self.headers, f"compile-{i}") for i, (op, args) in enumerate(calls)]
-        return statuses, diff(self.world, self.runtime)
+        sent = [_send(self.runtime, op, args, self.headers, f"compile-{i}") for i, (op, args) in enumerate(calls)]
+        self.answers = [answer for _, answer in sent]
+        return [status for status, _ in sent], diff(self.world, self.runtime)
 
     def broken(self) -> list[str]:
         """The policy rules the database breaks now."""
@@ -191,8 +203,9 @@ class Author:
             for binding in bindings[:TRIES_PER_WRITE]:
                 answer = self.explored.answers.get(f"GET {fill_path(resource, binding)}") if resource else None
                 candidates = self._candidates(op, binding, answer)
-                failed = False
-                for args in candidates:
+                failed, named, k = False, False, 0
+                while k < len(candidates):
+                    args, k = candidates[k], k + 1
                     variant = tuple(args.get(a["name"]) for a in op["args"] if "enum" in a)
                     if kept.get(variant, 0) >= JOBS_PER_WRITE:
                         continue
@@ -202,8 +215,14 @@ class Author:
                                        "changed": bool(changed), "breaks": breaks})
                     if statuses[0] >= 500 and not failed:  # it failed: once more with its text arguments filled
                         failed = True
-                        candidates += [c for c in self._candidates(op, binding, answer, texts=True)
-                                       if c not in candidates]
+                        candidates[k:k] = [c for c in self._candidates(op, binding, answer, texts=True)
+                                           if c not in candidates]  # tried next
+                    wanted = named_arguments(op, self.answers[0]) if statuses[0] == 400 and not named else set()
+                    if wanted:  # it named what it needs: once more with those filled
+                        named = True
+                        candidates[k:k] = [c for c in self._candidates(op, binding, answer, texts=failed,
+                                                                       needed=frozenset(wanted))
+                                           if c not in candidates]
                     if not 200 <= statuses[0] < 300 or not changed or breaks:
                         continue
                     _, twice = self._run([(op, args), (op, args)])
