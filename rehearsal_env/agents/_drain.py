@@ -27,8 +27,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2 as httpx
 import openai
+
+if openai.__version__.split(".")[0] in ("0", "1", "2"):  # verifiers 0.4 pins openai<3, whose client speaks httpx
+    import httpx
+else:  # openai 3 speaks httpx2
+    import httpx2 as httpx  # type: ignore[no-redef]
 from openai.types.chat import ChatCompletion
 
 DRAIN_MAX_S = 1800.0
