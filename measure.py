@@ -9,6 +9,7 @@
     python measure.py --coverage-study        simulate: do the 95% intervals cover, does the floor hold?
     python measure.py --sequential-study      simulate: rehearsal compare's error under continuous monitoring,
                                               and the episodes it saves against a fixed design
+    python measure.py --adaptive-study        the same with informative selection (rehearsal compare --select)
 
 Runs whose provenance differs are refused (naming the fields) unless --force is given. Only root
 episodes (begun at reset) are measured: forks and restores are never evidence about the agent, and
@@ -25,8 +26,10 @@ from pathlib import Path
 from rehearsal_env.measure import (
     ProvenanceMismatch,
     RunError,
+    adaptive_study,
     compare,
     coverage_study,
+    format_adaptive,
     format_comparison,
     format_coverage,
     format_report,
@@ -59,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the seeded coverage study of the intervals and the floor, print its table")
     p.add_argument("--sequential-study", action="store_true",
                    help="run the seeded study of sequential comparisons (rehearsal compare), print its tables")
+    p.add_argument("--adaptive-study", action="store_true",
+                   help="run the seeded study of sequential comparisons choosing informative scenarios, print it")
     p.add_argument("--replicates", type=int, default=2000, help="coverage study: simulated suites per cell")
     p.add_argument("--seed", type=int, default=12, help="coverage study: seed")
     p.add_argument("--markdown", action="store_true", help="coverage study: Markdown tables")
@@ -77,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         seq = sequential_study(replicates=args.replicates, seed=args.seed)
         print(format_sequential(seq, markdown=args.markdown))
         return 1 if any(c.sequential > 0.05 for c in seq.nulls) else 0
+    if args.adaptive_study:
+        adaptive = adaptive_study(replicates=args.replicates, seed=args.seed)
+        print(format_adaptive(adaptive, markdown=args.markdown))
+        return 1 if any(c.error > 0.05 for c in adaptive.nulls) else 0
     if args.run_a is None:
-        parser.error("expected RUN_DIR (or --coverage-study, --sequential-study)")
+        parser.error("expected RUN_DIR (or --coverage-study, --sequential-study, --adaptive-study)")
     try:
         prices = parse_prices(args.price) if args.price else None
         runs_a = load_run(args.run_a, split=args.split)

@@ -23,8 +23,10 @@ from rehearsal_env.measure import (
     SEQUENTIAL_FILE,
     WITHIN_FLOOR,
     RunError,
+    adaptive_study,
     compare,
     compare_sequentially,
+    format_adaptive,
     format_comparison,
     format_sequential,
     load_run,
@@ -37,6 +39,7 @@ from rehearsal_env.measure._seqstudy import simulate
 from rehearsal_env.measure._sequential import interval, log_capital, predictable_variance
 from rehearsal_env.runner import RunConfig
 from rehearsal_env.scenarios import Scenario
+from rehearsal_env.worlds import load_world
 
 WRONG = "wrong:do-nothing-but-claim"
 X = np.array([1, 0.5, 0.5, 1, 0, 0.5, 1, 1, 0.5, 1, 0.5, 1, 0.5, 0.5, 1, 0.5, 1, 0, 1, 0.5])
@@ -181,8 +184,12 @@ def test_compare_runs_to_the_budget_or_the_floor_when_there_is_no_difference(tmp
     assert seen == list(range(10, result.episodes + 1, 10))
     if result.decision == BUDGET:
         assert result.episodes == 60
-    plan = json.loads((tmp_path / "A" / "run.json").read_text())["episodes"]
-    assert plan == json.loads((tmp_path / "B" / "run.json").read_text())["episodes"] and len(plan) == 60
+    plan = json.loads((tmp_path / "A" / "run.json").read_text())["episodes"]  # the pairs played, in play order
+    assert plan == json.loads((tmp_path / "B" / "run.json").read_text())["episodes"] and len(plan) == result.episodes
+    order = compare_sequentially(a, b, tmp_path / "order", max_episodes=60, design_repeats=1, select="order",
+                                 factory_a=mixture(0.6, 3), factory_b=mixture(0.6, 4))
+    plan = json.loads((tmp_path / "order" / "A" / "run.json").read_text())["episodes"]
+    assert order.select == "order" and len(plan) == 60  # the seeded order's plan is the whole budget
 
 
 def test_cli_compare_decides_reference_against_a_wrong_agent(tmp_path: Path) -> None:
@@ -224,3 +231,36 @@ def test_a_pair_with_a_fork_or_restore_is_left_out_and_counted_apart(tmp_path: P
     n = result.scenarios
     assert result.episodes == 20 and result.not_root == n and result.pairs == 20 - n and result.left_out == 0
     assert json.loads((tmp_path / "A" / SEQUENTIAL_FILE).read_text())["not_root_pairs"] == n
+
+
+def test_informative_selection_plays_the_scenarios_that_tell_a_from_b(tmp_path: Path) -> None:
+    """B fails half the scenarios and passes the rest, like A: after the first round the pairs go to the half
+    where they disagree; measure recomputes the same interval from the run.json the choice wrote."""
+    a, b = configs()
+    names = sorted(s.id for s in load_world("shop").scenarios("dev") if any(w.name == WRONG for w in s.wrong))
+    hard = set(names[::2])
+
+    def b_factory(scenario: Scenario) -> ScriptedAgent:
+        return ScriptedAgent(scenario.solution(WRONG if scenario.id in hard else "reference"))
+
+    result = compare_sequentially(a, b, tmp_path, max_episodes=3 * len(names), design_repeats=1, floor=0.05,
+                                  factory_a=mixture(1.0, 1), factory_b=b_factory)
+    plan = json.loads((tmp_path / "A" / "run.json").read_text())["episodes"]
+    later = [s for s, _, _ in plan[len(names):]]
+    assert result.select == "informative" and sorted(s for s, _, _ in plan[:len(names)]) == names  # one round first
+    assert later and sum(s in hard for s in later) >= 0.9 * len(later)
+    assert all(seed == k for _, k, seed in plan) and len({(s, k) for s, k, _ in plan}) == len(plan)
+    (ra,), (rb,) = load_run(tmp_path / "A"), load_run(tmp_path / "B")
+    check = compare(ra, rb).sequential
+    assert check is not None and check.agrees  # the interval recomputed in run.json's order is the recorded one
+
+
+def test_the_adaptive_study_keeps_its_error_and_saves_where_scenarios_tell_nothing() -> None:
+    study = adaptive_study(replicates=300, seed=3, scenarios=(30,), designs=(3,))
+    assert all(c.error <= 0.08 for c in study.nulls)  # at most 5% in expectation; 300 replicates
+    rows = {(r.suite, r.chooser): r for r in study.power}
+    idle, busy = rows[("half the scenarios tell nothing", "seeded order")], \
+        rows[("half the scenarios tell nothing", "informative")]
+    assert busy.mean_pairs < idle.mean_pairs and busy.saving is not None and idle.saving is not None
+    assert busy.saving > 1.5 * idle.saving
+    assert "the 2 x saving is met in" in format_adaptive(study)

@@ -14,6 +14,7 @@ from ..measure import (
     DESIGN_REPEATS,
     DIFFERENCE,
     NOT_DECIDED,
+    SELECT,
     SEQUENTIAL_FILE,
     SEQUENTIAL_METHOD,
     SEQUENTIAL_REFERENCE,
@@ -47,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--batch-size", type=int, default=BATCH_PAIRS, metavar="PAIRS",
                    help=f"pairs per batch; the interval is looked at after each (default: {BATCH_PAIRS})")
     p.add_argument("--order-seed", type=int, default=0, help="seed of the play order (default: 0)")
+    p.add_argument("--select", choices=SELECT, default="informative",
+                   help="informative (default): after one round in the seeded order, play the scenarios that can "
+                        "tell A from B (those both always pass or always fail fade out); order: the seeded order")
+    p.add_argument("--earlier", action="append", default=[], metavar="RUN_DIR",
+                   help="an earlier run of the world whose pass rates seed the informative choice (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="base reset seed; repeat k resets with seed + k (default: 0)")
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="database backend (default: what the world's tools need)")
@@ -108,7 +114,8 @@ def handle(args: argparse.Namespace) -> int:
           f"(split {args.split or 'all'}): {SEQUENTIAL_METHOD}")
     result = compare_sequentially(configs[0], configs[1], out, max_episodes=args.max_episodes,
                                   design_repeats=args.repeats, floor=args.floor, batch_pairs=args.batch_size,
-                                  order_seed=args.order_seed, on_look=lambda look, n: print(_line(look, n)))
+                                  order_seed=args.order_seed, on_look=lambda look, n: print(_line(look, n)),
+                                  select=args.select, earlier=args.earlier)
     final = result.final
     if final is None:
         print(f"no pair was scored in both runs in {result.episodes} episodes each: nothing decided")

@@ -15,6 +15,8 @@ intervals cover and the floor holds. Typical use::
 from pathlib import Path
 from typing import Any
 
+from ._adaptive import SELECT
+from ._adaptstudy import AdaptiveNull, AdaptivePower, AdaptiveStudy, adaptive_study, format_adaptive
 from ._compare import BELOW_FLOOR, Comparison, MetricComparison, ProvenanceMismatch, Reproducibility, compare
 from ._cost import CostReport, Prices, cost_report, pareto_front, parse_prices, ratio_estimate
 from ._coverage import KNOWN, Cell, CoverageStudy, FloorCheck, coverage_study, format_coverage
@@ -117,6 +119,12 @@ __all__ = [
     "SequentialStudy",
     "compare_sequentially",
     "format_sequential",
+    "format_adaptive",
+    "adaptive_study",
+    "AdaptiveNull",
+    "AdaptivePower",
+    "AdaptiveStudy",
+    "SELECT",
     "looks",
     "play_order",
     "sequential_study",

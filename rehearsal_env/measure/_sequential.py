@@ -276,6 +276,8 @@ class SequentialResult:
     not_root: int = 0
     """Pairs left out because an episode was a fork or restore, not a root episode (never evidence about the agent;
     the runner plays every episode from reset, so this stays 0 unless a runner hands one back)."""
+    select: str = "order"
+    """How the pairs were chosen: ``order`` (the seeded order) or ``informative`` (:mod:`._adaptive`)."""
 
     @property
     def final(self) -> Look | None:

@@ -138,7 +138,8 @@ def worst_case(run: AgentRun, fill: dict[str, float] = WORST) -> dict[str, Estim
 
 def no_world_tools(run_dir: str) -> tuple[str, ...]:
     """A warning when the run's ``summary.json`` says no episode called a world tool (empty otherwise), in the
-    run's own words: whether its model was offered the world's tools (:func:`~rehearsal_env.runner.no_world_tool_hint`)."""
+    run's own words: whether its model was offered the world's tools
+    (:func:`~rehearsal_env.runner.no_world_tool_hint`)."""
     try:
         summary = json.loads((Path(run_dir) / "summary.json").read_text())
     except (OSError, ValueError):
