@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_parity import gym, reply_text, require, scripted
+from trainer_parity import gym, recorded, reply_text, require, scripted
 
 from rehearsal_env.integrations import STOPPED_REASON
 from rehearsal_env.integrations._prompt import tool_text
-from rehearsal_env.records import read_records, verify_run_dir
 
 skyrl_gym = require("skyrl_gym", "skyrl", "REHEARSAL_REQUIRE_SKYRL")
 from rehearsal_env.integrations.skyrl import ENV_CLASS, dataset_rows, register  # noqa: E402
@@ -69,9 +68,8 @@ def test_a_rollout_gives_the_gymnasium_verdict_and_each_turns_reward(tmp_path: P
     assert tool_messages == [tool_text(o) for o in expected.observations[:-1]]  # as the openai agent shows them
     assert seen["metrics"]["verified"] == float(expected.verdict.outcome.value == "verified")
     assert seen["chat"][0]["role"] == "system" and "<tools>[" in seen["chat"][0]["content"]
-    (run,) = tmp_path.iterdir()
-    assert run.name == f"shop-{profile}" and verify_run_dir(run) == []
-    (record,) = read_records(run)
+    (record,) = recorded(tmp_path / f"shop-{profile}")
+    assert [p.name for p in tmp_path.iterdir()] == [f"shop-{profile}"]
     assert record.agent == "skyrl" and record.outcome == expected.verdict.outcome.value
 
 
@@ -88,7 +86,8 @@ def test_text_goes_to_the_customer_and_the_trainers_turn_limit_ends_for_the_agen
     assert verdict == expected.verdict and verdict.ending.value == "gave_up"
     assert verdict.metrics.rejected_attempts == 1  # the empty reply
     assert outputs[-1]["done"] and outputs[-1]["reward"] == expected.rewards[-1]
-    assert verify_run_dir(tmp_path / "shop-rl") == []
+    (record,) = recorded(tmp_path / "shop-rl")
+    assert record.ending == "gave_up"
 
 
 def test_close_with_the_episode_open_records_it_given_up(tmp_path: Path) -> None:
@@ -98,7 +97,7 @@ def test_close_with_the_episode_open_records_it_given_up(tmp_path: Path) -> None
                          extras=row)
     env.init(row["prompt"])
     env.close()
-    (record,) = read_records(tmp_path / "shop-rl")
+    (record,) = recorded(tmp_path / "shop-rl")
     assert (record.agent, record.agent_version, record.ending) == ("mine", "7", "gave_up")
 
 
@@ -106,3 +105,35 @@ def test_a_row_without_a_scenario_is_refused_saying_how_to_build_one() -> None:
     register()
     with pytest.raises(ValueError, match="dataset_rows"):
         skyrl_gym.make(ENV_CLASS, env_config={}, extras={"prompt": []})
+
+
+def test_the_next_trajectory_reuses_the_session_on_a_database_back_in_the_snapshot_state(tmp_path: Path) -> None:
+    actions = scripted(f"shop/{SCENARIO}")
+    expected = gym(f"shop/{SCENARIO}", actions)
+    config = {"out": str(tmp_path)}
+    first, verdict, _ = _rollout([reply_text(a) for a in actions], config)
+    second, again, _ = _rollout([reply_text(a) for a in actions], config)  # the refund again: only on a reset DB
+    assert verdict == again == expected.verdict and again.outcome.value == "verified"
+    assert first[-1]["metadata"]["episode_id"] != second[-1]["metadata"]["episode_id"]
+    register()
+    row = _row(SCENARIO)
+    one = skyrl_gym.make(ENV_CLASS, env_config=config, extras=row)
+    two = skyrl_gym.make(ENV_CLASS, env_config=config, extras=row)  # made while the first is open: its own session
+    assert one.session is not two.session
+    one.close()
+    two.close()
+    three = skyrl_gym.make(ENV_CLASS, env_config=config, extras=row)
+    assert three.session in (one.session, two.session)  # kept, not opened again
+    three.close()
+    assert len(recorded(tmp_path / "shop-rl")) == 2  # closing an env that never started records nothing
+
+
+def test_a_closed_env_refuses_to_step_on_the_session_it_gave_back(tmp_path: Path) -> None:
+    register()
+    row = _row(SCENARIO)
+    env = skyrl_gym.make(ENV_CLASS, env_config={"out": str(tmp_path)}, extras=row)
+    env.init(row["prompt"])
+    env.close()
+    env.close()  # twice: nothing more
+    with pytest.raises(RuntimeError, match="skyrl_gym.make"):
+        env.step("Hello?")

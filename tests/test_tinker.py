@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_parity import chatml_tokenizer, gym, reply_text, require, scripted
+from trainer_parity import chatml_tokenizer, gym, recorded, reply_text, require, scripted
 
 from rehearsal_env.integrations import STOPPED_REASON
 from rehearsal_env.integrations._prompt import tool_text
-from rehearsal_env.records import read_records, verify_run_dir
 from rehearsal_env.worlds import load_world
 
 require("tinker_cookbook.rl.rollouts", "tinker", "REHEARSAL_REQUIRE_TINKER")
@@ -80,8 +79,7 @@ def test_the_cookbooks_rollout_gives_the_gymnasium_verdict_and_each_turns_reward
     assert trajectory.transitions[-1].logs["outcome"] == expected.verdict.outcome.value
     for prompt, observation in zip(policy.prompts[1:], expected.observations, strict=False):
         assert f"<tool_response>\n{tool_text(observation)}\n</tool_response>" in prompt  # the served agent's text
-    (record,) = read_records(tmp_path / f"shop-{profile}")
-    assert verify_run_dir(tmp_path / f"shop-{profile}") == []
+    (record,) = recorded(tmp_path / f"shop-{profile}")
     assert record.agent == "tinker" and record.outcome == expected.verdict.outcome.value
 
 
@@ -92,7 +90,7 @@ def test_a_group_rollout_records_every_episode_and_totals_are_the_episode_reward
                                        agent="cookbook", agent_version="step-3")
     group = asyncio.run(do_group_rollout(builder, ScriptedCompleter([reply_text(a) for a in actions])))
     assert group.get_total_rewards() == [expected.rewards[-1]] * 2
-    records = read_records(tmp_path / "shop-rl")
+    records = recorded(tmp_path / "shop-rl")
     assert len(records) == 2 and {(r.agent, r.agent_version) for r in records} == {("cookbook", "step-3")}
     assert {r.outcome for r in records} == {"verified"} and builder.sessions == []
 
@@ -103,7 +101,7 @@ def test_a_rollout_stopped_on_length_is_ended_for_the_agent_at_cleanup(tmp_path:
     builder = RehearsalEnvGroupBuilder("shop", SCENARIO, RENDERER, out=str(tmp_path))
     group = asyncio.run(do_group_rollout(builder, ScriptedCompleter([reply_text(actions[0])], cut_at=1)))
     assert group.trajectories_G[0].stop_reason == "max_tokens"
-    (record,) = read_records(tmp_path / "shop-rl")
+    (record,) = recorded(tmp_path / "shop-rl")
     assert record.ending == "gave_up" and record.outcome == expected.verdict.outcome.value
 
 

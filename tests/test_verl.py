@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_parity import chatml_tokenizer, gym, reply_text, require, scripted
+from trainer_parity import chatml_tokenizer, gym, recorded, reply_text, require, scripted
 
 from rehearsal_env.integrations import STOPPED_REASON
 from rehearsal_env.integrations._prompt import tool_text
-from rehearsal_env.records import read_records, verify_run_dir
 from rehearsal_env.worlds import load_world
 
 require("verl.experimental.agent_loop.agent_loop", "verl", "REHEARSAL_REQUIRE_VERL")
@@ -124,8 +123,8 @@ def test_verls_worker_gives_the_gymnasium_verdict_and_each_turns_reward(model_di
         assert tool_text(observation) in shown  # the served agent's tool message, masked out of the loss
     logprobs = out.batch["rollout_log_probs"][0][mask == 1]
     assert float(logprobs.min()) == float(logprobs.max()) == LOGPROB
-    (record,) = read_records(tmp_path / f"shop-{profile}")
-    assert verify_run_dir(tmp_path / f"shop-{profile}") == [] and record.agent == "verl"
+    (record,) = recorded(tmp_path / f"shop-{profile}")
+    assert record.agent == "verl"
 
 
 def test_a_batch_plays_each_row_on_its_own_database_and_records_every_episode(model_dir: Path,
@@ -138,7 +137,7 @@ def test_a_batch_plays_each_row_on_its_own_database_and_records_every_episode(mo
                                                                     scripts.items()}))
     out = asyncio.run(worker.generate_sequences(_batch(_rows([SCENARIO, other, SCENARIO], name))))
     assert [v["outcome"] for v in out.non_tensor_batch["verdict"]] == ["verified"] * 3
-    records = read_records(tmp_path / "shop-rl")
+    records = recorded(tmp_path / "shop-rl")
     assert len(records) == 3 and {(r.agent, r.agent_version) for r in records} == {("verl-grpo", "step-4")}
 
 

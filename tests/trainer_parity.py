@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,3 +103,14 @@ def chatml_tokenizer(chat_template: str | None = None) -> Any:
     bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in CHATML_MARKUP])
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    chat_template=chat_template)
+
+
+def recorded(run_dir: Path) -> list[Any]:
+    """The records of ``run_dir`` once this process's recorders wrote what they buffer (an adapter's records are
+    written every 32 episodes, every 30 s and at exit), after checking its seal."""
+    from rehearsal_env.integrations._recording import flush_all
+    from rehearsal_env.records import read_records, verify_run_dir
+
+    flush_all()
+    assert verify_run_dir(run_dir) == [], f"{run_dir} fails its seal"
+    return list(read_records(run_dir))

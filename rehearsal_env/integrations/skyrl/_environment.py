@@ -16,7 +16,9 @@ trajectory with ``skyrl_gym.make(env_class, env_config=cfg.environment.skyrl_gym
   customer's answer to text as a ``user`` message); the reward is per turn under ``rl_turns`` and the episode's
   at its end otherwise; ``metadata`` carries the ``verdict`` view at the end (:func:`ending_view`) and ``scored``;
 - the trainer's ``max_turns`` (``extras``) reached, or ``close`` with the episode open, ends it for the agent
-  (``give_up``), judged and recorded: every episode lands, sealed, in ``OUT/<world>-<profile>/``.
+  (``give_up``), judged and recorded: every episode lands, sealed, in ``OUT/<world>-<profile>/`` (written every 32
+  episodes, every 30 s and at exit); the session and its database are kept for the next trajectory
+  (:mod:`~rehearsal_env.integrations._idle`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
 from ...scenarios import Split
 from ...worlds import World, load_world
+from .._idle import give, take
+from .._idle import world as _world
 from .._replies import ReplyPlayer, Turn, prompt
-from .._session import Session
 
 ENV_CLASS = "rehearsal"
 """The id :func:`register` gives the env in SkyRL-Gym's registry (the rows' ``env_class``)."""
@@ -37,15 +40,6 @@ DEFAULT_OUT = "runs/skyrl"
 """Where the episodes are recorded unless ``env_config`` names another ``out`` (None: not recorded)."""
 AGENT = "skyrl"
 """The agent name on the records unless ``env_config`` names another ``agent``."""
-
-_worlds: dict[str, World] = {}
-
-
-def _world(name: str) -> World:
-    if name not in _worlds:
-        _worlds[name] = load_world(name)
-    return _worlds[name]
-
 
 def _get(config: Any, key: str, default: Any) -> Any:
     """``config[key]`` of a mapping or an OmegaConf ``DictConfig`` (SkyRL passes either), else ``default``."""
@@ -72,24 +66,33 @@ class RehearsalTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
         self.scenario = world.scenario(str(scenario).rpartition("/")[2])
         self.seed = int(row.get("seed", 0))
         out = _get(env_config, "out", DEFAULT_OUT)
-        self.session = Session(world, profile=_get(env_config, "profile", "rl"),
-                               backend=_get(env_config, "backend", "sqlite"), stress=bool(_get(env_config, "stress",
-                                                                                              True)),
-                               out=str(out) if out is not None else None, agent=str(_get(env_config, "agent", AGENT)),
-                               agent_version=str(_get(env_config, "agent_version", "unversioned")))
+        self.session = take(world, profile=_get(env_config, "profile", "rl"),
+                            backend=_get(env_config, "backend", "sqlite"),
+                            stress=bool(_get(env_config, "stress", True)),
+                            out=str(out) if out is not None else None, agent=str(_get(env_config, "agent", AGENT)),
+                            agent_version=str(_get(env_config, "agent_version", "unversioned")))
         self.player = ReplyPlayer(self.session)
+        self._held = True
+        self.episode_id: str | None = None
+        """The episode this env started (None before ``init``)."""
         self.max_turns = int(row.get("max_turns") or 0)
         """The trainer's limit on generations (0: none but the scenario's own turn budget)."""
 
     def init(self, prompt_messages: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Start the episode; the served agent's first messages and the reset's ``info``."""
+        if not self._held:
+            raise RuntimeError("init() after close(): make an env per trajectory (skyrl_gym.make)")
         opening = self.session.start(self.scenario, seed=self.seed)
+        self.episode_id = self.session.episode_id
         self.player.started()
         self.turns = 0
         return prompt(self.session, opening, tools_in_system=True), dict(self.session.info)
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play one generation (the model's text)."""
+        if not self._held or self.episode_id is None or self.session.episode_id != self.episode_id:
+            raise RuntimeError("step() before init() or after close(): this env's episode is not running here; make "
+                               "an env per trajectory (skyrl_gym.make), init it, then step")
         self.turns += 1
         turn: Turn = self.player.play_text(str(action))
         reward, done, scored = turn.reward, turn.done, turn.scored
@@ -112,8 +115,11 @@ class RehearsalTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no
                 "turns": self.turns}
 
     def close(self) -> None:
-        """End an open episode for its agent (``give_up``, recorded) and close the database."""
-        self.session.close()
+        """End an open episode for its agent (``give_up``, recorded); the session waits for the next trajectory
+        (:mod:`.._idle`)."""
+        if self._held:  # once: a closed env's session may already play another trajectory
+            self._held = False
+            give(self.session)
 
 
 def dataset_rows(world: str | World, split: Split = "train", *, seeds: int = 1) -> list[dict[str, Any]]:

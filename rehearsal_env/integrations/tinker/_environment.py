@@ -14,8 +14,9 @@ conversation back into tokens) around a :class:`RehearsalMessageEnv`, which:
   episode's reward on the last step otherwise (so ``TrajectoryGroup.get_total_rewards`` is the episode's reward);
   the last step's ``metrics`` carry ``verified`` and ``scored`` and its ``logs`` the outcome.
 
-Every episode is recorded, sealed, into ``OUT/<world>-<profile>/`` (``out``, default ``runs/tinker``); an episode
-a rollout leaves open (the cookbook stopped it on length) is ended for the agent at the group's ``cleanup``.
+Every episode is recorded, sealed, into ``OUT/<world>-<profile>/`` (``out``, default ``runs/tinker``; written every
+32 episodes, every 30 s and at exit); an episode a rollout leaves open (the cookbook stopped it on length) is ended for
+the agent at the group's ``cleanup``, which keeps the sessions and their databases for the next group.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, StopReason
 
 from ...scenarios import Split
 from ...worlds import load_world
+from .._idle import give, take
+from .._idle import world as _world
 from .._prompt import opening_text, system_prompt
 from .._replies import Call, ReplyPlayer
 from .._session import Session
@@ -58,9 +61,12 @@ class RehearsalMessageEnv(MessageEnv):  # type: ignore[misc]  # the cookbook's c
         self.player = ReplyPlayer(session)
         self.messages: list[Message] = []
         self.example_id = f"{session.world.name}/{scenario}#{seed}"
+        self.episode_id: str | None = None
+        """The episode this env started (None before ``initial_observation``)."""
 
     async def initial_observation(self) -> list[Message]:
         opening = await asyncio.to_thread(self.session.start, self.scenario, self.seed)
+        self.episode_id = self.session.episode_id
         self.player.started()
         env = self.session.env
         assert env is not None  # start() just made it
@@ -71,6 +77,9 @@ class RehearsalMessageEnv(MessageEnv):  # type: ignore[misc]  # the cookbook's c
         return list(self.messages)
 
     async def step(self, message: Message) -> MessageStepResult:
+        if self.episode_id is None or self.session.episode_id != self.episode_id:
+            raise RuntimeError("step() before initial_observation() or after the group's cleanup(): this env's "
+                               "episode is not running; make the group's envs again (make_envs)")
         calls = [Call(c.function.name, c.function.arguments) for c in message.get("tool_calls") or ()]
         calls += [Call("", {"unparsed_tool_call": u.raw_text[:4000], "error": u.error[:1000]})
                   for u in message.get("unparsed_tool_calls") or ()]
@@ -124,21 +133,22 @@ class RehearsalEnvGroupBuilder(EnvGroupBuilder):  # type: ignore[misc]
     """The sessions of the envs made (closed by :meth:`cleanup`)."""
 
     async def make_envs(self) -> Sequence[Env]:
-        world = load_world(self.world)
+        world = _world(self.world)
         envs = []
         for _ in range(self.group_size):
-            session = Session(world, profile=self.profile, out=self.out, agent=self.agent,
-                              agent_version=self.agent_version)
+            session = take(world, profile=self.profile, out=self.out, agent=self.agent,
+                           agent_version=self.agent_version)
             self.sessions.append(session)
             envs.append(EnvFromMessageEnv(self.renderer, RehearsalMessageEnv(session, self.scenario, self.seed,
                                                                              self.renderer)))
         return envs
 
     async def cleanup(self) -> None:
-        """End every episode still open (``give_up``, recorded) and close the databases."""
+        """End every episode still open (``give_up``, recorded); the sessions wait for the next group
+        (:mod:`~rehearsal_env.integrations._idle`)."""
         sessions, self.sessions = self.sessions, []
         for session in sessions:
-            await asyncio.to_thread(session.close)
+            await asyncio.to_thread(give, session)
 
     def logging_tags(self) -> list[str]:
         return ["rehearsal", self.world]

@@ -20,7 +20,8 @@ it returns into the training batch. :class:`RehearsalAgentLoop` (registered by :
   ``episode_id``.
 
 Each loop records its episode, sealed, into ``OUT/<world>-<profile>/`` (``register(out=...)``, default
-``runs/verl``); the loops of a worker process share one recorder.
+``runs/verl``); the loops of a worker process share one recorder (written every 32 episodes, every 30 s and at exit)
+and keep their sessions and databases between rows (:mod:`~rehearsal_env.integrations._idle`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ...worlds import World, load_world
+from .._idle import give, take
+from .._idle import world as _world
 from .._replies import ReplyPlayer, prompt
 from .._session import Session
 
@@ -47,15 +50,6 @@ DEFAULT_OUT = "runs/verl"
 """Where the episodes are recorded unless ``register(out=...)`` names another place (None: not recorded)."""
 AGENT = "verl"
 """The agent name on the records unless ``register(agent=...)`` names another."""
-
-_worlds: dict[str, World] = {}
-
-
-def _world(name: str) -> World:
-    if name not in _worlds:
-        _worlds[name] = load_world(name)
-    return _worlds[name]
-
 
 class RehearsalAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no type information
     """One episode per ``run`` (see the module doc)."""
@@ -78,13 +72,13 @@ class RehearsalAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no 
                              f"extra_info), got {sorted(row)}; build the rows with "
                              "rehearsal_env.integrations.verl.dataset_rows")
         world = _world(str(row["world"]))
-        session = Session(world, profile=self.profile, backend=self.backend, stress=self.stress, out=self.out,
-                          agent=self.agent, agent_version=self.agent_version)
+        session = take(world, profile=self.profile, backend=self.backend, stress=self.stress, out=self.out,
+                       agent=self.agent, agent_version=self.agent_version)
         try:
             return await self._play(session, str(row["scenario"]).rpartition("/")[2], int(row.get("seed", 0)),
                                     sampling_params)
         finally:
-            await asyncio.to_thread(session.close)
+            await asyncio.to_thread(give, session)
 
     async def _play(self, session: Session, scenario: str, seed: int, sampling_params: dict[str, Any]
                     ) -> AgentLoopOutput:
