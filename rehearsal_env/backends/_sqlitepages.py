@@ -150,10 +150,9 @@ def _probe() -> bool:
     """Whether a mapped copy reads and writes as a deserialized one does in this process."""
     if _LIB is None:
         return False
-    source = SnapshotFile(_probe_snapshot())
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        copy = attach_pages(conn, source)
+        copy = attach_pages(conn, SnapshotFile(_probe_snapshot()))
         conn.execute("INSERT INTO probe VALUES (2)")
         ok = conn.execute("SELECT sum(x) FROM probe").fetchone() == (3,)
         copy.detach()

@@ -86,8 +86,6 @@ class SQLiteDatabase:
         """The connection of the last copy, without a database, kept for the next one."""
         self._in_transaction = False
         self._changes_at_begin: int | None = None
-        self._generation = 0
-        """Bumped whenever the copy is dropped or restored (a part of :meth:`state_mark`)."""
         self._lost: str | None = None
         """Why the database can no longer be used (closed, or its private copy could not be made)."""
         self._deadline = math.inf
@@ -134,28 +132,14 @@ class SQLiteDatabase:
 
     def _copy_snapshot(self, conn: sqlite3.Connection) -> None:
         """Make ``conn``'s database the snapshot: mapped page by page where possible, else deserialized."""
-        pages = self._shared.pages()
-        if pages is not None:
-            try:
+        try:
+            pages = self._shared.pages()
+            if pages is not None:
                 self._pages = attach_pages(conn, pages)
                 return
-            except OSError:
-                pass  # no address space for the mapping (a strict overcommit policy): a copy of the bytes
+        except OSError:
+            pass  # no memory file or no address space for the mapping (a strict overcommit policy): a copy
         conn.deserialize(self._snapshot)
-
-    def state_mark(self) -> tuple[int, ...] | None:
-        """A value equal to the last one only if nothing the checks read changed since (None: unknown, inside a
-        tool call's transaction). The shared snapshot never changes; the copy counts its row changes
-        (``total_changes``, which only grows, rolled back or not) and its schema changes."""
-        if self._in_transaction or self._lost is not None:
-            return None
-        if self._conn is None:
-            return (self._generation,)
-        try:
-            schema = self._conn.execute("PRAGMA schema_version").fetchone()[0]
-        except sqlite3.Error:
-            return None
-        return self._generation, self._conn.total_changes, schema
 
     def touched(self) -> dict[str, set[Any]]:
         conn = self._conn if self._conn is not None else self._reader().conn
@@ -302,7 +286,6 @@ class SQLiteDatabase:
         if self._lost is not None and self._lost.startswith("closed"):
             raise DatabaseError("SQLite could not restore the snapshot: the database was closed")
         self._lost = None  # a copy that could not be made is retried at the next write
-        self._generation += 1
         if not SHARE_SNAPSHOTS:
             if self._conn is None:
                 self._private()
@@ -317,7 +300,6 @@ class SQLiteDatabase:
 
     def _drop_private(self) -> None:
         conn, self._conn = self._conn, None
-        self._generation += 1
         if conn is not None:
             if self._release_pages() and self._kept is None:
                 self._kept = conn  # its database given back: the next copy reuses it (no new connection)
