@@ -86,6 +86,8 @@ class SQLiteDatabase:
         """The connection of the last copy, without a database, kept for the next one."""
         self._in_transaction = False
         self._changes_at_begin: int | None = None
+        self._generation = 0
+        """Bumped whenever the copy is dropped or restored (a part of :meth:`state_mark`)."""
         self._lost: str | None = None
         """Why the database can no longer be used (closed, or its private copy could not be made)."""
         self._deadline = math.inf
@@ -140,6 +142,20 @@ class SQLiteDatabase:
         except OSError:
             pass  # no memory file or no address space for the mapping (a strict overcommit policy): a copy
         conn.deserialize(self._snapshot)
+
+    def state_mark(self) -> tuple[int, ...] | None:
+        """A value equal to the last one only if nothing the checks read changed since (None: unknown, inside a
+        tool call's transaction). The shared snapshot never changes; the copy counts its row changes
+        (``total_changes``, which only grows, rolled back or not) and its schema changes."""
+        if self._in_transaction or self._lost is not None:
+            return None
+        if self._conn is None:
+            return (self._generation,)
+        try:
+            schema = self._conn.execute("PRAGMA schema_version").fetchone()[0]
+        except sqlite3.Error:
+            return None
+        return self._generation, self._conn.total_changes, schema
 
     def touched(self) -> dict[str, set[Any]]:
         conn = self._conn if self._conn is not None else self._reader().conn
@@ -286,6 +302,7 @@ class SQLiteDatabase:
         if self._lost is not None and self._lost.startswith("closed"):
             raise DatabaseError("SQLite could not restore the snapshot: the database was closed")
         self._lost = None  # a copy that could not be made is retried at the next write
+        self._generation += 1
         if not SHARE_SNAPSHOTS:
             if self._conn is None:
                 self._private()
@@ -300,6 +317,7 @@ class SQLiteDatabase:
 
     def _drop_private(self) -> None:
         conn, self._conn = self._conn, None
+        self._generation += 1
         if conn is not None:
             if self._release_pages() and self._kept is None:
                 self._kept = conn  # its database given back: the next copy reuses it (no new connection)
