@@ -74,7 +74,7 @@ async def _play(session: ClientSession, scenario: Any, times: list[float]) -> No
         t = time.perf_counter()
         result = await session.call_tool(tool, args)
         times.append(time.perf_counter() - t)
-        if result.structuredContent and result.structuredContent.get("ended"):
+        if result.structured_content and result.structured_content.get("ended"):
             break
 
 
@@ -102,7 +102,7 @@ def mcp_http(scenarios: Sequence[Any], reps: int, out: Path) -> list[float]:
         with ServerThread(http_app(runtime.server)) as server:  # type: ignore[arg-type]
             for _ in range(reps):
                 async def main(scenario: Any = s, url: str = server.url + "/mcp") -> None:
-                    async with streamable_http_client(url) as (read, write, _), \
+                    async with streamable_http_client(url) as (read, write), \
                             ClientSession(read, write) as session:
                         await _play(session, scenario, times)
 
