@@ -53,13 +53,21 @@ class _Seen:
     """What the chain's last take saw (the base a delta is computed against)."""
 
     episode: Episode
+    """The episode taken (another one starts the chain again with a full checkpoint)."""
     scalars: dict[str, Any]
+    """The episode state's small fields as saved last (see ``_SCALARS``)."""
     lengths: dict[str, int]
+    """How many entries of each growing list were saved."""
     journal: dict[str, Any]
+    """Each journal operation saved, by id (an operation changes by being replaced)."""
     rng: Any
+    """The random generator's state and seed as saved last."""
     digest: bytes
+    """The chain digest of the last record (the full checkpoint's digest before any)."""
     database_mark: int = 0
+    """SQLite: the last entry of the log of written keys that was saved."""
     rows: dict[str, dict[Any, tuple[Any, ...] | None]] = field(default_factory=dict)
+    """Elsewhere: every touched row as saved last, by table and key (None: absent)."""
 
 
 class CheckpointChain:
