@@ -17,10 +17,10 @@ episode's state reached, relative to its start, as the world's own checks read i
 Pass it beside the environment's own ``get_reward`` (which TRL adds itself)::
 
     GRPOTrainer(..., environment_factory=environment_class(world, profile="rl_turns"),
-                reward_funcs=[turn_progress], args=GRPOConfig(reward_weights=[0.5, 1.0], ...))
+                reward_funcs=[turn_progress], args=GRPOConfig(reward_weights=[0.5], ...))
 
-(TRL orders the weights as ``reward_funcs`` first, then ``get_reward``.) A group whose rollouts all fail then still
-has something to compare: how far each got. Each rollout's turn rewards also go to TRL's completions table
+(``reward_weights`` weighs ``reward_funcs`` only: TRL appends ``get_reward`` after them with weight 1.) A group
+whose rollouts all fail then still has something to compare: how far each got. Each rollout's turn rewards also go to TRL's completions table
 (``log_extra``, column ``turn_rewards``).
 """
 
