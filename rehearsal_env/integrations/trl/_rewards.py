@@ -20,8 +20,8 @@ Pass it beside the environment's own ``get_reward`` (which TRL adds itself)::
                 reward_funcs=[turn_progress], args=GRPOConfig(reward_weights=[0.5], ...))
 
 (``reward_weights`` weighs ``reward_funcs`` only: TRL appends ``get_reward`` after them with weight 1.) A group
-whose rollouts all fail then still has something to compare: how far each got. Each rollout's turn rewards also go to TRL's completions table
-(``log_extra``, column ``turn_rewards``).
+whose rollouts all fail then still has something to compare: how far each got. Each rollout's turn rewards also
+go to TRL's completions table (``log_extra``, column ``turn_rewards``).
 """
 
 from __future__ import annotations
