@@ -9,22 +9,25 @@ first move it never makes on the retry (the retry won another way: the headline 
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from published import publish_content
 
-from rehearsal_env.agents import AgentProfile, Endpoint, Sampling
+from rehearsal_env.agents import AgentProfile, Endpoint, Policy, Sampling, make_agent
 from rehearsal_env.agents.testing import ModelServer, Reply
 from rehearsal_env.measure import compare, format_report, load_run, summarize
 from rehearsal_env.readiness import NEEDS_WORK, READY, assess_runs
 from rehearsal_env.readiness import NOT_DECIDED as READINESS_NOT_DECIDED
 from rehearsal_env.records import read_records
-from rehearsal_env.runner import RunConfig, run
+from rehearsal_env.runner import RunConfig, run, run_on_ray
+from rehearsal_env.scenarios import Scenario
 from rehearsal_env.worlds import load_world
 
 SHOP = load_world("shop")
@@ -165,3 +168,48 @@ def test_the_retry_count_is_bounded_and_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="an integer from 0 to 10; got 11"):
         _play(tmp_path / "many", "a", retries=11, always=FAILED)
     assert replace(_config("a", "http://127.0.0.1:1"), retries=1).retries == 1
+
+
+@dataclass(frozen=True)
+class KillsItsWorker:
+    """An agent factory whose agent (the reference) first kills its worker process on ``scenario``, twice in all."""
+
+    scenario: str
+    """The scenario whose episode kills its worker."""
+    marker: str
+    """A file with a line per worker killed."""
+
+    def __call__(self, scenario: Scenario) -> Policy:
+        agent = make_agent("reference", scenario)
+        marker = self.marker
+        if scenario.id != self.scenario:
+            return agent
+
+        def dying(observation: str, info: dict[str, Any]) -> str:
+            deaths = len(Path(marker).read_text().splitlines()) if os.path.exists(marker) else 0
+            if deaths < 2:  # the pool plays a dead worker's episode once more (runner._pool): kill that one too
+                with open(marker, "a") as fh:
+                    fh.write(f"{os.getpid()}\n")
+                os._exit(1)
+            return agent(observation, info)
+
+        return dying
+
+
+def test_a_ray_run_retries_what_its_actors_could_not_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ray = pytest.importorskip("ray")
+    victim = SCENARIOS[0]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    try:  # the actor dies on the victim, and its replacement too: not scored (worker); the driver retries it
+        factory = KillsItsWorker(victim, str(tmp_path / "killed"))
+        summary = run_on_ray(RunConfig(world="shop", scenarios=SCENARIOS[:2], batch_size=2), tmp_path / "run",
+                             workers=1, agent_factory=factory)
+    finally:
+        ray.shutdown()
+    records = read_records(tmp_path / "run")
+    lost = [r for r in records if r.outcome == "not_scored"]
+    retries = [r for r in records if r.attempt]
+    assert [(r.scenario, r.not_scored_cause) for r in lost] == [(victim, "worker")]
+    assert [(r.scenario, r.attempt, r.outcome, r.retry_replayed) for r in retries] == [(victim, 1, "verified", True)]
+    assert summary["episodes"] == 2 and summary["verified"] == 2 and summary["not_scored"] == 0

@@ -177,7 +177,7 @@ def test_a_worker_killed_mid_episode_is_replaced_and_the_episode_retried(
 def test_an_episode_whose_worker_dies_twice_is_not_scored_with_the_reason(
         tmp_path: Path, local_ray: None, serial_run: Path) -> None:
     marker = tmp_path / "deaths"
-    summary = run_on_ray(config(repeats=1), tmp_path / "run", workers=2,
+    summary = run_on_ray(config(repeats=1, retries=0), tmp_path / "run", workers=2,  # retries: test_retries.py
                          agent_factory=DieOn(VICTIM, str(marker), deaths=2))
     assert len(marker.read_text().splitlines()) == 2
     records = read_records(tmp_path / "run")

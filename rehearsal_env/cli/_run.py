@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--scenario", action="append", default=[], help="only this scenario id (repeatable)")
     p.add_argument("--repeats", type=int, default=1, help="episodes per scenario (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="base reset seed (default: 0)")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="play an episode not scored for a failed part (database, provider, sandbox, worker) again up "
+                        "to N times, each attempt recorded (0 to 10; default: 2)")
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="database backend (default: what the world's tools need: sqlite, or docker for a world "
                         "whose tools call its application)")
@@ -100,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
                            scenarios=tuple(args.scenario), repeats=args.repeats, seed=args.seed,
                            backend=backend, backend_options=_backend_options(backend, args.dsn),
                            stress=not args.no_stress, reward_profile=args.reward_profile, batch_size=args.batch_size,
-                           **_stamp(args))
+                           retries=args.retries, **_stamp(args))
         config = with_model_options(config, args)
         out = Path(args.out or Path("runs") / config.run_id)
     resume, progress = bool(args.resume), not args.quiet

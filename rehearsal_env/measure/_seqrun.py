@@ -44,7 +44,8 @@ from ..runner import (
     start_run,
     write_summary,
 )
-from ..runner._retry import as_retry, check_retries, retryable
+from ..runner._plan import check_retries
+from ..runner._retry import as_retry, retryable
 from ..worlds import World
 from ._adaptive import SELECT, earlier_rates, pick, prior_from_rates
 from ._seqreport import SEQUENTIAL_FILE

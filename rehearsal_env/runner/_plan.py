@@ -24,6 +24,8 @@ from ..scenarios import Scenario
 from ..versions import scenarios_not_in_use
 from ..worlds import World, load_world
 
+MAX_RETRIES = 10
+"""The most retries of a not-scored episode a run may ask for (``RunConfig.retries``)."""
 AgentFactory = Callable[[Scenario], Policy]
 """Makes a fresh policy for one episode of a scenario."""
 
@@ -90,6 +92,19 @@ class RunConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "freeze_time_source",
                            freeze_time_source(self.freeze_time, self.freeze_time_source))
+        check_retries(self.retries)
+
+
+def check_retries(retries: int) -> int:
+    """``retries`` when it is a count of retries the runner plays.
+
+    Raises:
+        ValueError: not an integer in ``[0, MAX_RETRIES]``.
+    """
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+        raise ValueError(f"retries is how often a not-scored episode is played again, an integer from 0 to "
+                         f"{MAX_RETRIES}; got {retries!r}")
+    return retries
 
 
 @dataclass(frozen=True)

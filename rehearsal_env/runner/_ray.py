@@ -33,6 +33,7 @@ from ._pool import Played, RayPool
 from ._progress import Progress
 from ._reaper import watch
 from ._resume import Batch, begin_run, finish_run, start_run, stop_run
+from ._retry import retry_written
 from ._summary import SummaryRow, summary_row
 from ._worker import RECOVERY_S, DatabaseUnavailable
 
@@ -195,5 +196,9 @@ def run_on_ray(config: RunConfig, out_dir: str | Path, *, workers: int, address:
                 ray.shutdown()
             if dog is not None:
                 dog.stop()
+        try:  # the not-scored episodes the actors recorded are retried here, each retry recorded (._retry)
+            rows = retry_written(state.run, out, rows, recovery_s)
+        except DatabaseUnavailable as exc:
+            stop_run(state, out, rows, exc)
         clear_checkpoints(config.checkpoints)  # every episode is recorded
         return finish_run(state, out, rows)

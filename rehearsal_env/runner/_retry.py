@@ -13,19 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
-from ..records import EpisodeRecord, Turn
+from ..records import EpisodeRecord, Turn, next_part, part_files, read_part
 from ..records._attempts import record_field, settle
 from ..verdict import NotScoredCause
 from ._flush import PartFlusher
-from ._plan import EpisodeSpec
-from ._worker import DatabaseUnavailable
+from ._plan import EpisodeSpec, check_retries
+from ._resolved import ResolvedRun
+from ._summary import SummaryRow, summary_row
+from ._worker import DatabaseUnavailable, EpisodeWorker
 
 RETRIES = 2
-"""Retries of a not-scored episode by default (``RunConfig.retries``; 0: none)."""
-MAX_RETRIES = 10
-"""The most retries a run may ask for."""
+"""Retries of a not-scored episode by default (``RunConfig.retries``; 0: none; at most :data:`MAX_RETRIES`)."""
 RETRIED_CAUSES = frozenset({NotScoredCause.DATABASE.value, NotScoredCause.PROVIDER.value,
                             NotScoredCause.SANDBOX.value, NotScoredCause.WORKER.value})
 """Not-scored causes whose episodes are retried (the failed part may work on another try)."""
@@ -36,18 +37,6 @@ class Player(Protocol):
 
     def play_batch(self, specs: Sequence[EpisodeSpec],
                    on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]: ...
-
-
-def check_retries(retries: int) -> int:
-    """``retries`` when it is a count the runner plays.
-
-    Raises:
-        ValueError: not an integer in ``[0, MAX_RETRIES]``.
-    """
-    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
-        raise ValueError(f"retries is how often a not-scored episode is played again, an integer from 0 to "
-                         f"{MAX_RETRIES}; got {retries!r}")
-    return retries
 
 
 def retryable(record: EpisodeRecord) -> bool:
@@ -116,3 +105,29 @@ def recount(lost: Sequence[EpisodeRecord], again: Sequence[EpisodeRecord]) -> tu
     scored attempt, else its last (the records keep every attempt)."""
     counted = {id(slot.record) for slot in settle([*lost, *again], record_field)}
     return [r for r in again if id(r) in counted], [r for r in lost if id(r) not in counted]
+
+
+def retry_written(run: ResolvedRun, out: Path, rows: list[SummaryRow], recovery_s: float,
+                  flush_s: float | None = None) -> list[SummaryRow]:
+    """Retry, in this process, the retryable not-scored episodes a run wrote to ``out`` elsewhere (on Ray actors,
+    which send their records as part bytes); ``rows`` (what the summary counts) come back with each retried
+    episode counted once.
+
+    Raises:
+        DatabaseUnavailable: the database failed for good (the retries played so far are written).
+    """
+    if not run.config.retries or not any(r.outcome == "not_scored" and r.not_scored_cause in RETRIED_CAUSES
+                                         for r in rows):
+        return rows
+    lost = [r for path in part_files(out) for r in read_part(path) if retryable(r) and not r.attempt]  # unsealed yet
+    worker = EpisodeWorker(run, recovery_s=recovery_s)
+    try:
+        again = play_retries(worker, lost, run.config.retries,
+                             lambda specs: PartFlusher(out, specs, next_part(out), lambda: next_part(out), flush_s))
+    finally:
+        worker.close()
+    counted, superseded = recount(lost, again)
+    out_rows = list(rows)
+    for record in superseded:
+        out_rows.remove(summary_row(record))
+    return [*out_rows, *(summary_row(r) for r in counted)]
