@@ -81,8 +81,8 @@ def tinker_kind(calls: list[dict[str, Any]], out: Path) -> Callable[[], None]:
     bpe.train_from_iterator(["shop"], trainers.BpeTrainer(special_tokens=["<|im_start|>", "<|im_end|>"],
                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     bpe.add_tokens([AddedToken(t, normalized=False) for t in ("<tool_call>", "</tool_call>")])
-    renderer = renderers.get_renderer("qwen3_instruct", PreTrainedTokenizerFast(tokenizer_object=bpe,
-                                                                                eos_token="<|im_end|>"))
+    tokenizer: Any = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>")
+    renderer = renderers.get_renderer("qwen3_instruct", tokenizer)
     messages = [Message(role="assistant", content="", tool_calls=[ToolCall(
         function=ToolCall.FunctionBody(name=c["tool"], arguments=json.dumps(c["args"])), id=f"call_{n}")])
         for n, c in enumerate(calls)]
