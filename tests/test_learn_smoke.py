@@ -40,7 +40,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENI
 
 def _learn(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--world", "analytics", "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=600, env=ENV)
+                          capture_output=True, text=True, timeout=1200, env=ENV)
 
 
 def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
