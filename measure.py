@@ -10,6 +10,8 @@
     python measure.py --sequential-study      simulate: rehearsal compare's error under continuous monitoring,
                                               and the episodes it saves against a fixed design
     python measure.py --adaptive-study        the same with informative selection (rehearsal compare --select)
+    python measure.py --noise-study           the noise split by source from forked resamples, on a model whose
+                                              true shares are known (--plot FILE.png draws it)
 
 Runs whose provenance differs are refused (naming the fields) unless --force is given. Only root
 episodes (begun at reset) are measured: forks and restores are never evidence about the agent, and
@@ -22,6 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from rehearsal_env.measure import (
     ProvenanceMismatch,
@@ -43,6 +47,7 @@ from rehearsal_env.measure import (
     summarize,
     to_json,
 )
+from rehearsal_env.measure._noise import format_noise, noise_shares, plot_noise, simulated_branches, true_shares
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,10 +69,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the seeded study of sequential comparisons (rehearsal compare), print its tables")
     p.add_argument("--adaptive-study", action="store_true",
                    help="run the seeded study of sequential comparisons choosing informative scenarios, print it")
+    p.add_argument("--noise-study", action="store_true",
+                   help="estimate each noise source's share from simulated forked resamples, beside the true shares")
     p.add_argument("--replicates", type=int, default=2000, help="coverage study: simulated suites per cell")
     p.add_argument("--seed", type=int, default=12, help="coverage study: seed")
     p.add_argument("--markdown", action="store_true", help="coverage study: Markdown tables")
     return p
+
+
+def _noise_study(seed: int, plot: str | None) -> int:
+    """Print the estimated and true shares of three simulated designs (600 bases, 6 branches per source)."""
+    designs = [({"agent": 1.0, "customer": 0.6, "faults": 0.3}, 1.0, 0.0),
+               ({"agent": 0.2, "customer": 1.2, "faults": 0.5}, 0.5, 0.02),
+               ({"agent": 0.5, "customer": 0.0, "faults": 1.0}, 1.5, 0.05)]
+    rng = np.random.default_rng(seed)
+    for n, (sd, level, lost) in enumerate(designs):
+        shares = noise_shares(simulated_branches(rng, 600, 6, sd, level, lost), seed=seed)
+        print(f"design {n + 1}: source sd {sd}, scenario level sd {level}, not scored {lost:.0%}")
+        print(format_noise(shares, true_shares(sd, level)))
+        if plot and n == 0:
+            plot_noise(shares, plot, "simulated design 1: estimated shares")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         seq = sequential_study(replicates=args.replicates, seed=args.seed)
         print(format_sequential(seq, markdown=args.markdown))
         return 1 if any(c.sequential > 0.05 for c in seq.nulls) else 0
+    if args.noise_study:
+        return _noise_study(args.seed, args.plot)
     if args.adaptive_study:
         adaptive = adaptive_study(replicates=args.replicates, seed=args.seed)
         print(format_adaptive(adaptive, markdown=args.markdown))
