@@ -280,7 +280,9 @@ def written(n: int) -> None:
     """N shop sessions in process, all past their first write: MiB of RSS and of PSS (a page shared by several
     mappings counted once), total and per session, and the extrapolation to 10,000."""
     try:
-        from rehearsal_env.backends._sqlitepages import AVAILABLE as by_page  # noqa: PLC0415
+        from rehearsal_env.backends._sqlitepages import available  # noqa: PLC0415
+
+        by_page = available()
     except ImportError:  # before issue 37: every written session deserializes the whole snapshot
         by_page = False
     f = child("in-process", "shop", n, n, True)

@@ -22,7 +22,7 @@ WRITES = [
 
 
 def _require_pages() -> None:
-    if not pages.AVAILABLE:
+    if not pages.available():
         if os.environ.get("REHEARSAL_REQUIRE_SQLITE_PAGES") == "1":
             pytest.fail("copy on write by page is not available here (CPython on Linux with memfd_create needed), "
                         "and REHEARSAL_REQUIRE_SQLITE_PAGES=1 requires it")
@@ -88,7 +88,7 @@ def test_without_page_copies_sessions_deserialize_the_snapshot(tmp_path: Path) -
         "db = open_database(load_world('shop'))\n"
         "with db.transaction():\n"
         "    db.execute(\"UPDATE orders SET status = 'x' WHERE id = 1\")\n"
-        "print(p.AVAILABLE, db._pages is None, db.query('SELECT status FROM orders WHERE id = 1'))\n")
+        "print(p.available(), db._pages is None, db.query('SELECT status FROM orders WHERE id = 1'))\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "REHEARSAL_SQLITE_PAGE_COPY": "0"})
     assert done.returncode == 0, done.stderr

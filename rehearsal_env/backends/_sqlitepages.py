@@ -17,8 +17,8 @@ database, the same as a deserialized copy's) and commits only what is written.
 Python's ``sqlite3`` has no call that passes SQLite a buffer it does not own, so
 :func:`attach_pages` calls ``sqlite3_deserialize`` of the very library the ``sqlite3``
 module runs on, with the connection's handle. That needs CPython on Linux (the
-handle's place in the connection object, ``memfd_create``); :data:`AVAILABLE` says
-whether a probe at import worked (the environment variable
+handle's place in the connection object, ``memfd_create``); :func:`available` says
+whether a probe (run once, at the first session's first write, never at import) worked (the environment variable
 ``REHEARSAL_SQLITE_PAGE_COPY=0`` turns it off): otherwise sessions copy the snapshot
 as before.
 """
@@ -26,13 +26,14 @@ as before.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 import platform
 import sqlite3
 import sys
 
-__all__ = ["AVAILABLE", "MAX_DATABASE_BYTES", "PageCopy", "SnapshotFile", "attach_pages"]
+__all__ = ["MAX_DATABASE_BYTES", "PageCopy", "SnapshotFile", "attach_pages", "available"]
 
 MAX_DATABASE_BYTES = 1 << 30
 """The most bytes a session's database may grow to (SQLite's default limit on an in-memory database)."""
@@ -87,7 +88,7 @@ class PageCopy:
         if mapping is None:
             return
         handle = _handle(self.conn)  # 0 once the connection is closed: SQLite holds nothing then
-        if handle and (_LIB is None or _LIB.sqlite3_deserialize(handle, b"main", None, 0, 0, 0) != 0):
+        if handle and ((lib := _library()) is None or lib.sqlite3_deserialize(handle, b"main", None, 0, 0, 0) != 0):
             self.conn.close()
         mapping.close()
 
@@ -95,6 +96,7 @@ class PageCopy:
         self.detach()
 
 
+@functools.cache
 def _library() -> ctypes.CDLL | None:
     """``sqlite3_deserialize`` of the library the ``sqlite3`` module is linked with, or None where unusable."""
     if (sys.implementation.name != "cpython" or platform.system() != "Linux" or ctypes.sizeof(ctypes.c_void_p) != 8
@@ -122,7 +124,6 @@ def _handle(conn: sqlite3.Connection) -> int:
     return int(ctypes.c_void_p.from_address(id(conn) + object.__basicsize__).value or 0)
 
 
-_LIB = _library()
 
 
 def attach_pages(conn: sqlite3.Connection, source: SnapshotFile) -> PageCopy:
@@ -133,10 +134,11 @@ def attach_pages(conn: sqlite3.Connection, source: SnapshotFile) -> PageCopy:
         OSError: the mapping could not be made (address space, a strict overcommit policy).
         sqlite3.OperationalError: SQLite refused the buffer.
     """
-    if _LIB is None:
+    lib = _library()
+    if lib is None:
         raise sqlite3.OperationalError("copy on write by page is not available in this process")
     copy = PageCopy(conn, source)
-    rc = _LIB.sqlite3_deserialize(_handle(conn), b"main", copy.address, source.size, source.capacity, 0)
+    rc = lib.sqlite3_deserialize(_handle(conn), b"main", copy.address, source.size, source.capacity, 0)
     if rc != 0:
         mapping, copy.mapping = copy.mapping, None
         if mapping is not None:
@@ -146,9 +148,12 @@ def attach_pages(conn: sqlite3.Connection, source: SnapshotFile) -> PageCopy:
     return copy
 
 
-def _probe() -> bool:
-    """Whether a mapped copy reads and writes as a deserialized one does in this process."""
-    if _LIB is None:
+@functools.cache
+def available() -> bool:
+    """Whether sessions' copies are made by page in this process (else each deserializes the whole snapshot):
+    a mapped copy of a probe database reads and writes as a deserialized one does. Run once, on first use (not at
+    import: importing the package loads no native library)."""
+    if _library() is None:
         return False
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
@@ -172,6 +177,3 @@ def _probe_snapshot() -> bytes:
     conn.close()
     return data
 
-
-AVAILABLE = _probe()
-"""Whether sessions' copies are made by page here (else each deserializes the whole snapshot)."""

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._database import Row
-from ._sqlitepages import AVAILABLE as PAGES_AVAILABLE
 from ._sqlitepages import SnapshotFile
+from ._sqlitepages import available as pages_available
 from ._sqliteread import PROGRESS_STEPS, Ticker, authorize_read_only
 
 _NAMES = itertools.count()
@@ -100,7 +100,7 @@ class SharedSnapshot:
     def pages(self) -> SnapshotFile | None:
         """The snapshot as a memory file that sessions' copies map page by page (made at the first write of any
         session; None where copy on write by page is not available: see :mod:`._sqlitepages`)."""
-        if self._file is None and PAGES_AVAILABLE:
+        if self._file is None and pages_available():
             with self._file_lock:
                 if self._file is None:
                     self._file = SnapshotFile(self.snapshot)

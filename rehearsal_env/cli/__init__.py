@@ -84,4 +84,4 @@ def one_line(message: str) -> str:
     return " ".join(line.strip() for line in str(message).splitlines() if line.strip())
 
 
-__all__ = ["EXTRAS", "build_parser", "main", "missing_extra", "one_line"]
+__all__ = ["EXTRAS", "build_parser", "collision_hint", "invoked_as", "main", "missing_extra", "one_line"]
