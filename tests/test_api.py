@@ -35,10 +35,10 @@ def packages() -> list[str]:
 
 
 EXTRAS = {"openenv": "openenv", "verifiers": "verifiers", "trl": "trl", "transformers": "trl", "datasets": "trl",
-          "mcp": "mcp", "atif": "atif", "llama_cpp": "live", "verifiers.v1": "verifiers-v1"}
-"""Top-level modules that only an extra installs, and that extra (``verifiers.v1``: verifiers 0.4, whose extra
-lives in its own virtual environment; the main one has the legacy 0.3)."""
-REQUIRE = {"live": "LIVE_MODEL", "verifiers-v1": "VERIFIERS_V1"}
+          "mcp": "mcp", "atif": "atif", "llama_cpp": "live", "skyrl_gym": "skyrl", "tinker_cookbook": "tinker",
+          "tinker": "tinker", "verl": "verl"}
+"""Top-level modules that only an extra installs, and that extra."""
+REQUIRE: dict[str, str] = {"live": "LIVE_MODEL"}
 """The ``REHEARSAL_REQUIRE_<PART>`` of an extra whose part is not named as the extra is."""
 
 
@@ -46,9 +46,10 @@ def import_or_skip(name: str) -> types.ModuleType:
     """Import a package; skip (or fail under ``REHEARSAL_REQUIRE_<EXTRA>=1``) when an extra it needs is missing."""
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        extra = EXTRAS.get(exc.name or "") or EXTRAS.get(top)
+    except ImportError as exc:  # ModuleNotFoundError, or the harness's SdkMissing (name "mcp")
+        missing = exc.name or ""
+        top = missing.split(".")[0]
+        extra = EXTRAS.get(missing) or EXTRAS.get(top)
         if extra is None:
             raise  # a core dependency missing, or a module of ours: a real failure
         why = f"{name} needs the {extra} extra ({top} is not installed): pip install -e '.[{extra}]'"

@@ -35,7 +35,7 @@ def check_sdk() -> str:
         found = version("mcp")
     except PackageNotFoundError:
         raise SdkMissing(f"the MCP Python SDK (the mcp package, {RANGE}) is not installed; "
-                         f"pip install 'rehearsal-env[mcp]'") from None
+                         f"pip install 'rehearsal-env[mcp]'", name="mcp") from None
     head = found.split(".")[0]
     major = int(head) if head.isdigit() else -1
     if not SUPPORTED[0] <= major < SUPPORTED[1]:
