@@ -38,6 +38,12 @@ from ._spec import DatabaseSpec
 CHECK_ROLE = READER_GROUP
 """The role whose privileges every reader has: SELECT on the world's tables."""
 _ENV_PREFIX = "rehearsal_env_"
+_ENV_NUMBERS = itertools.count(1)
+"""This process's env database numbers: one count for every :class:`Cluster` it makes (a cluster made again after
+its admin connection closed must not reuse the names of databases an earlier one made and not yet dropped)."""
+_NAME_TRIES = 8
+"""Names tried for a new env database before giving up, when each is taken (by a dead process of the same pid
+whose databases a shared server still holds)."""
 _TPL_PREFIX = "rehearsal_tpl_"
 
 
@@ -65,7 +71,6 @@ class Cluster:
         self.private = private
         self._lock = threading.Lock()
         self._templates: dict[str, str] = {}
-        self._counter = itertools.count(1)
         self.superuser = False
         try:
             self._admin = connect(dsn, application_name="rehearsal-env admin")
@@ -89,11 +94,15 @@ class Cluster:
     def create_env_database(self, spec: DatabaseSpec) -> tuple[str, str]:
         """A new database cloned from ``spec``'s template, and its reader: (name, reader's password)."""
         template = self.template(spec)
-        name = f"{_ENV_PREFIX}{os.getpid()}_{next(self._counter)}"
-        self._admin_run(
-            pgsql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                pgsql.Identifier(name), pgsql.Identifier(template))
-        )
+        for tries in range(1, _NAME_TRIES + 1):
+            name = f"{_ENV_PREFIX}{os.getpid()}_{next(_ENV_NUMBERS)}"
+            try:
+                self._admin_run(pgsql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    pgsql.Identifier(name), pgsql.Identifier(template)))
+                break
+            except DatabaseError as exc:  # a name left by an earlier process with this pid (pids are reused)
+                if not isinstance(exc.__cause__, psycopg.errors.DuplicateDatabase) or tries == _NAME_TRIES:
+                    raise
         password = _pgsandbox.new_password()
         try:
             for statement in _pgsandbox.create_reader_sql(name, password, superuser=self.superuser):
