@@ -6,8 +6,10 @@ what was evaluated. :mod:`rehearsal_env.agents.testing` serves scripted
 completions over the OpenAI protocol for tests.
 """
 
+from ._chatml import parse_reply, tools_block
 from ._customer import ModelCustomer
 from ._openai import (
+    NOTE_PREFIX,
     REJECTED_KINDS,
     AsyncOpenAIAgent,
     Conversation,
@@ -38,6 +40,7 @@ from ._scripted import BUILTIN_AGENTS, NullAgent, Policy, ScriptedAgent, make_ag
 __all__ = [
     "BUILTIN_AGENTS",
     "DEFAULT_INSTRUCTIONS",
+    "NOTE_PREFIX",
     "PROFILES_ENV",
     "REJECTED_KINDS",
     "AgentProfile",
@@ -64,6 +67,7 @@ __all__ = [
     "make_agent",
     "model_profile",
     "parse_profile",
+    "parse_reply",
     "prompt_size",
     "prompt_tokens",
     "record_fields",
@@ -71,6 +75,7 @@ __all__ = [
     "store_given",
     "system_prompt",
     "tool_content",
+    "tools_block",
 ]
 
 

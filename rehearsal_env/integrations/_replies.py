@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents._chatml import parse_reply, tools_block
-from ..agents._openai import NOTE_PREFIX
+from ..agents import NOTE_PREFIX, parse_reply, tools_block
 from ._prompt import opening_text, system_prompt, tool_text
 from ._session import Session
 
