@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_parity import chatml_tokenizer, gym, recorded, reply_text, require, scripted
+from trainer_parity import SCENARIO, case, chatml_tokenizer, gym, recorded, reply_text, require, scripted
 
 from rehearsal_env.integrations import STOPPED_REASON
 from rehearsal_env.integrations._prompt import tool_text
@@ -25,7 +25,6 @@ from tinker_cookbook.rl.rollouts import do_group_rollout, do_single_rollout  # n
 
 from rehearsal_env.integrations.tinker import RehearsalDataset, RehearsalEnvGroupBuilder  # noqa: E402
 
-SCENARIO = "refund-item-0001"
 TOKENIZER = chatml_tokenizer()
 RENDERER = renderers.get_renderer("qwen3_instruct", TOKENIZER)
 
@@ -48,18 +47,11 @@ class ScriptedCompleter(TokenCompleter):  # type: ignore[misc]
         return TokensWithLogprobs(tokens=ids, maybe_logprobs=[-0.5] * len(ids))
 
 
-def _case(agent: str) -> tuple[str, str]:
-    if agent == "reference":
-        return SCENARIO, agent
-    wrong = next(s for s in load_world("shop").scenarios("train") if s.wrong)
-    return wrong.id, f"wrong:{wrong.wrong[0].name.removeprefix('wrong:')}"
-
-
 @pytest.mark.parametrize("profile", ["rl", "rl_turns"])
 @pytest.mark.parametrize("agent", ["reference", "wrong"])
 def test_the_cookbooks_rollout_gives_the_gymnasium_verdict_and_each_turns_reward(tmp_path: Path, profile: str,
                                                                                 agent: str) -> None:
-    scenario, agent = _case(agent)
+    scenario, agent = case(agent)
     actions = scripted(f"shop/{scenario}", agent)
     expected = gym(f"shop/{scenario}", actions, profile)
     builder = RehearsalEnvGroupBuilder("shop", scenario, RENDERER, profile=profile, out=str(tmp_path))

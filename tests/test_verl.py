@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_parity import chatml_tokenizer, gym, recorded, reply_text, require, scripted
+from trainer_parity import SCENARIO, case, chatml_tokenizer, gym, recorded, reply_text, require, scripted
 
 from rehearsal_env.integrations import STOPPED_REASON
 from rehearsal_env.integrations._prompt import tool_text
@@ -34,7 +34,6 @@ from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from rehearsal_env.integrations.verl import dataset_rows, register  # noqa: E402
 
-SCENARIO = "refund-item-0001"
 LOGPROB = -0.25
 
 
@@ -90,18 +89,11 @@ def _rows(scenarios: list[str], name: str) -> list[dict[str, Any]]:
     return [rows[s] for s in scenarios]
 
 
-def _case(agent: str) -> tuple[str, str]:
-    if agent == "reference":
-        return SCENARIO, agent
-    wrong = next(s for s in load_world("shop").scenarios("train") if s.wrong)
-    return wrong.id, f"wrong:{wrong.wrong[0].name.removeprefix('wrong:')}"
-
-
 @pytest.mark.parametrize("profile", ["rl", "rl_turns"])
 @pytest.mark.parametrize("agent", ["reference", "wrong"])
 def test_verls_worker_gives_the_gymnasium_verdict_and_each_turns_reward(model_dir: Path, tmp_path: Path,
                                                                         profile: str, agent: str) -> None:
-    scenario, agent = _case(agent)
+    scenario, agent = case(agent)
     actions = scripted(f"shop/{scenario}", agent)
     expected = gym(f"shop/{scenario}", actions, profile)
     name = register(f"rehearsal-{profile}", profile=profile, out=str(tmp_path))

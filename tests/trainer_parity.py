@@ -3,7 +3,8 @@
 ``scripted(scenario_id, agent)`` plays a built-in scripted agent (``reference``, ``wrong:<name>``) on the Gymnasium
 env and returns its actions; ``gym(scenario_id, actions, profile)`` replays them and returns every step's reward and
 the verdict; ``reply_text(action)`` is one action as the text a model writes for it (one ``<tool_call>`` block in
-the format ``rehearsal models serve`` reads). ``require(module, extra, var)`` imports a trainer's package or skips
+the format ``rehearsal models serve`` reads). ``case(agent)`` is the scenario and scripted agent a parametrized
+``reference``/``wrong`` test plays. ``require(module, extra, var)`` imports a trainer's package or skips
 saying why (fails under ``REHEARSAL_REQUIRE_<VAR>=1``).
 """
 
@@ -20,6 +21,10 @@ import pytest
 import rehearsal_env
 from rehearsal_env.agents import make_agent
 from rehearsal_env.verdict import Verdict
+from rehearsal_env.worlds import load_world
+
+SCENARIO = "refund-item-0001"
+"""The shop scenario the adapters' tests play with the reference agent."""
 
 
 def require(module: str, extra: str, var: str) -> Any:
@@ -31,6 +36,15 @@ def require(module: str, extra: str, var: str) -> Any:
             raise RuntimeError(f"{var}=1 but {module} is not importable ({exc}): "
                                f"pip install -e '.[{extra}]'") from exc
         pytest.skip(f"{module} is not installed ({exc}); pip install -e '.[{extra}]'", allow_module_level=True)
+
+
+def case(agent: str) -> tuple[str, str]:
+    """(scenario id, scripted agent) for ``agent`` ``reference`` (:data:`SCENARIO`) or ``wrong`` (the first shop
+    train scenario with a wrong solution, and that solution's agent)."""
+    if agent == "reference":
+        return SCENARIO, agent
+    wrong = next(s for s in load_world("shop").scenarios("train") if s.wrong)
+    return wrong.id, f"wrong:{wrong.wrong[0].name.removeprefix('wrong:')}"
 
 
 def scripted(scenario_id: str, agent: str = "reference") -> list[dict[str, Any]]:
