@@ -21,7 +21,6 @@ it is kept out of the world, and the compile says so; SQLite's own ``sqlite_*`` 
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import subprocess
@@ -117,13 +116,14 @@ def read_schema(database: Path, exclude: Mapping[str, str]) -> tuple[str, list[s
 def run_schema_command(command: Sequence[str], env: Mapping[str, str], values: Mapping[str, str],
                        exclude: Mapping[str, str]) -> tuple[str, list[str], dict[str, str]]:
     """Run the application's schema command on a scratch SQLite database and read the schema back."""
-    from ._runtime import fill
+    from ._runtime import app_environment, fill
 
     with tempfile.TemporaryDirectory(prefix="rehearsal-schema-") as scratch:
         database = Path(scratch) / "schema.sqlite3"
         filled = {**values, "database": str(database)}
         argv = [fill(c, filled) for c in command]
-        child_env = {**os.environ, **{k: fill(v, filled) for k, v in env.items()}, "PYTHONDONTWRITEBYTECODE": "1"}
+        child_env = app_environment({**{k: fill(v, filled) for k, v in env.items()}, "PYTHONDONTWRITEBYTECODE": "1"},
+                                    Path(scratch))
         try:
             done = subprocess.run(argv, env=child_env, cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True,
                                   timeout=TIMEOUT_S, check=False)

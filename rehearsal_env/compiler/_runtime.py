@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from ..backends import Database, DatabaseError, Dialect, digest, open_database
-from ..worlds import World, application_of
+from ..worlds import CHILD_ENV, World, application_of
 from ._errors import CompileError
 
 START_TIMEOUT_S = 30.0
@@ -90,10 +90,17 @@ def _stop_all() -> None:
         _stop(proc)
 
 
+def app_environment(env: Mapping[str, str], home: Path) -> dict[str, str]:
+    """The environment an application's process gets: untrusted code's minimal one (:data:`~rehearsal_env.worlds.
+    CHILD_ENV`, ``HOME``/``TMPDIR`` in ``home``) and what its description sets; never this process's own."""
+    return {**CHILD_ENV, "HOME": str(home), "TMPDIR": str(home), **env}
+
+
 def _start(command: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        proc = subprocess.Popen(list(command), env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(list(command), env=app_environment(env, log.parent), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent)
     _LIVE.add(proc)
     return proc
 

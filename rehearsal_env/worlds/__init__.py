@@ -14,6 +14,7 @@ from collections.abc import Callable
 from .._home import home
 from ..schema import Column, Table, col
 from ._folder import (
+    CHILD_ENV,
     Application,
     ApplicationLimits,
     ApplicationSpec,
@@ -96,6 +97,7 @@ def load_world(name: str) -> World:
 
 
 __all__ = [
+    "CHILD_ENV",
     "Application",
     "ApplicationLimits",
     "ApplicationSpec",

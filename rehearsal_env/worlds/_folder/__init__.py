@@ -55,6 +55,7 @@ Errors name the file, the line and the fix.
 """
 
 from ._app import Application, ApplicationLimits, ApplicationSpec, application_of, backend_for
+from ._code import CHILD_ENV
 from ._load import (
     SHIPPED,
     add_world_folder,
@@ -68,6 +69,7 @@ from ._load import (
 from ._source import WorldFolderError
 
 __all__ = [
+    "CHILD_ENV",
     "SHIPPED",
     "Application",
     "ApplicationLimits",

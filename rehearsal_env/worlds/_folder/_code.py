@@ -66,7 +66,9 @@ MAX_OPEN_FILES = 256
 """The most files the generator may hold open at once."""
 MAX_SHOWN_CHARS = 2000
 """The most characters of the generator's own error text an error shows."""
-_CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+"""The whole environment untrusted code starts with (a world's generator here, an application the compiler runs),
+besides its own ``HOME``/``TMPDIR``: never this process's, which may hold keys."""
 _KIND = {"int": (int,), "real": (int, float), "text": (str,)}
 _KIND_WORDS = {"int": "an integer", "real": "a number", "text": "text"}
 
@@ -122,7 +124,7 @@ def run_world_code(file: Path, folder: Path, function: str, seed: int, anchor: d
                "trust": trusted() or not confine, "skip": not confine,
                "memory_bytes": MEMORY_BYTES, "cpu_s": math.ceil(GENERATOR_TIMEOUT_S),
                "file_bytes": MAX_OUTPUT_BYTES, "files": MAX_OPEN_FILES}
-    env = {**_CHILD_ENV, "HOME": str(scratch), "TMPDIR": str(scratch)}
+    env = {**CHILD_ENV, "HOME": str(scratch), "TMPDIR": str(scratch)}
     try:
         with open(own / "out", "w+b") as out, open(own / "err", "w+b") as err:
             start = time.perf_counter()
