@@ -12,6 +12,9 @@
     python measure.py --adaptive-study        the same with informative selection (rehearsal compare --select)
     python measure.py --noise-study           the noise split by source from forked resamples, on a model whose
                                               true shares are known (--plot FILE.png draws it)
+    python measure.py RUN_DIR --noise-sources the noise of a model agent's run split by source: its episodes
+                                              forked at --fork-turn, --branches per source resampling the agent,
+                                              the customer, the faults, or all (--bases, --base-url, --plot)
 
 Runs whose provenance differs are refused (naming the fields) unless --force is given. Only root
 episodes (begun at reset) are measured: forks and restores are never evidence about the agent, and
@@ -48,6 +51,7 @@ from rehearsal_env.measure import (
     to_json,
 )
 from rehearsal_env.measure._noise import format_noise, noise_shares, plot_noise, simulated_branches, true_shares
+from rehearsal_env.measure._noiserun import NoisePlan, noise_of_run
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="run the seeded study of sequential comparisons choosing informative scenarios, print it")
     p.add_argument("--noise-study", action="store_true",
                    help="estimate each noise source's share from simulated forked resamples, beside the true shares")
+    p.add_argument("--noise-sources", action="store_true",
+                   help="split RUN_DIR's outcome variance by source, from forked resamples of its episodes")
+    p.add_argument("--bases", type=int, default=20, help="noise sources: base episodes (the run's first N)")
+    p.add_argument("--branches", type=int, default=4, help="noise sources: branches per source and base")
+    p.add_argument("--fork-turn", type=int, default=0, help="noise sources: the turn the branches part after")
+    p.add_argument("--base-url", help="noise sources: where the run's model is served now (default: the run's)")
     p.add_argument("--replicates", type=int, default=2000, help="coverage study: simulated suites per cell")
     p.add_argument("--seed", type=int, default=12, help="coverage study: seed")
     p.add_argument("--markdown", action="store_true", help="coverage study: Markdown tables")
@@ -89,6 +99,22 @@ def _noise_study(seed: int, plot: str | None) -> int:
         print(format_noise(shares, true_shares(sd, level)))
         if plot and n == 0:
             plot_noise(shares, plot, "simulated design 1: estimated shares")
+    return 0
+
+
+def _noise_sources(args: argparse.Namespace) -> int:
+    """Play the forked resamples of a run's first --bases episodes and print each source's share."""
+    plan = NoisePlan(branches=args.branches, fork_turn=args.fork_turn, seed=args.seed)
+    branches = noise_of_run(args.run_a, bases=args.bases, plan=plan, base_url=args.base_url,
+                            progress=lambda done, n: print(f"  base {done}/{n}", file=sys.stderr, flush=True))
+    means = {name: float(np.nanmean(v)) for name, v in branches.items()}
+    print(f"{args.run_a}: {len(branches['all'])} base episodes forked after turn {plan.fork_turn}, "
+          f"{plan.branches} branches per source; verified share per source's branches: "
+          + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
+    shares = noise_shares(branches, seed=args.seed)
+    print(format_noise(shares))
+    if args.plot:
+        plot_noise(shares, args.plot, f"{Path(args.run_a).name}: outcome variance by source")
     return 0
 
 
@@ -112,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if any(c.error > 0.05 for c in adaptive.nulls) else 0
     if args.run_a is None:
         parser.error("expected RUN_DIR (or --coverage-study, --sequential-study, --adaptive-study)")
+    if args.noise_sources:
+        try:
+            return _noise_sources(args)
+        except ValueError as exc:
+            print(f"measure.py: error: {exc}", file=sys.stderr)
+            return 2
     try:
         prices = parse_prices(args.price) if args.price else None
         runs_a = load_run(args.run_a, split=args.split)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import openai
@@ -98,10 +100,35 @@ class ModelCustomer:
 
     def answer(self, question: str) -> str:
         self._history.append({"role": "user", "content": question})
+        self._history.append({"role": "assistant", "content": self._reply()})
+        return str(self._history[-1]["content"])
+
+    def _reply(self) -> str:
         reply = self._complete([{"role": "system", "content": self.brief()}, *self._history])
-        text = reply.strip() or DONT_KNOW
-        self._history.append({"role": "assistant", "content": text})
-        return text
+        return reply.strip() or DONT_KNOW
+
+    # -- forks and checkpoints -----------------------------------------------------------
+    def customer_state(self) -> dict[str, Any]:
+        """What this customer remembers of the conversation (for forks and checkpoints)."""
+        return {"changed": self._changed, "history": [dict(m) for m in self._history],
+                "script": self._script.customer_state()}
+
+    def load_customer_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`customer_state` of a customer of the same scenario."""
+        self._changed = bool(state["changed"])
+        self._history = [{"role": str(m["role"]), "content": str(m["content"])} for m in state["history"]]
+        self._script.load_customer_state(state["script"])
+
+    def fork(self) -> ModelCustomer:
+        """An independent customer in this one's state, on the same model and client."""
+        twin = ModelCustomer(self.scenario, self.profile, self.endpoint, client=self.client)
+        twin.load_customer_state(self.customer_state())
+        return twin
+
+    def resample(self, seed: int) -> None:
+        """Sample this customer's answers from here on with ``seed`` (a fork that resamples only the customer,
+        ``measure.py --noise-sources``); at temperature 0 nothing changes."""
+        self.profile = replace(self.profile, sampling=replace(self.profile.sampling, seed=seed))
 
     # -- the model -------------------------------------------------------------------------
     def brief(self) -> str:

@@ -47,12 +47,13 @@ info)``, for runs that keep many episodes in flight (``--concurrency``).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Self
 
 import openai
 
@@ -371,6 +372,23 @@ class _Agent:
     def rejections(self) -> dict[int, str]:
         """The kind of each rejected attempt the agent made knowingly, by turn (see :data:`REJECTED_KINDS`)."""
         return self.conversation.rejections
+
+    def fork(self, *, seed: int | None = None) -> Self:
+        """An independent agent in this one's state (its conversation and counts so far), on the same client, to
+        play a fork of its episode (:meth:`rehearsal_env.RehearsalEnv.fork`).
+
+        ``seed``: sample the fork's replies from here on with this sampling seed instead of the profile's (a fork
+        that resamples only the agent, ``measure.py --noise-sources``); at temperature 0 a provider is greedy
+        whatever the seed.
+        """
+        twin = copy.copy(self)
+        twin.conversation = copy.deepcopy(self.conversation)
+        twin.stats = copy.deepcopy(self.stats)
+        twin._rng = random.Random()
+        if seed is not None:
+            twin.profile = replace(self.profile, sampling=replace(self.profile.sampling, seed=seed))
+            twin.conversation.profile = twin.profile
+        return twin
 
     def given(self) -> dict[str, tuple[str, str]]:
         """What the model was given in this episode (see :meth:`Conversation.given`)."""

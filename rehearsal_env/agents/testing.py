@@ -13,7 +13,9 @@ answers each request in one of two ways:
    same opening, the one whose customer said what the conversation heard; a changed request is played
    from the message that changed it), one tool call per reply, reacting to held writes, refusals and
    unknown outcomes exactly as the scripted reference agent does. It is stateless: the conversation so far
-   decides the next call.
+   decides the next call. A model customer's request (:class:`~._customer.ModelCustomer`) is answered from the
+   facts in its brief, as the scripted customer answers. With ``sampled`` (:mod:`._sampled`), a request at a
+   temperature above 0 may vary with its seed: the agent may end early, the customer may not know.
 
 A request that matches neither is answered HTTP 400 ("no scripted reply left"), so
 a test that runs out of script fails loudly. Every request body is kept in
@@ -59,6 +61,16 @@ from typing import Any
 
 from ..scenarios import Scenario
 from ..worlds import World, load_world
+from ._sampled import (
+    CONFIRM,
+    Sampled,
+    confirms_first,
+    customer_answer,
+    draw,
+    heard_dont_know,
+    is_customer,
+    without_confirmation,
+)
 from ._scripted import ScriptedAgent
 
 _SCENARIO = re.compile(r"scenario (\S+) of world (\S+?),")
@@ -155,6 +167,8 @@ class ModelServer:
         port: The port to listen on (0: a free one).
         one_at_a_time: Answer one chat request at a time, as llama-cpp-python's server does: a request waits
             while another is answered, and one whose client left still runs to its end (it cannot cancel).
+        sampled: Let a request at a temperature above 0 vary with its seed (:mod:`._sampled`: the agent may slip,
+            the customer may not know); None: the solver is greedy at every temperature.
     """
 
     world: World | str | None = None
@@ -162,6 +176,7 @@ class ModelServer:
     tokens: int = 100
     port: int = 0
     one_at_a_time: bool = False
+    sampled: Sampled | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Every request body received, in order."""
     authorizations: list[str | None] = field(default_factory=list)
@@ -231,16 +246,32 @@ class ModelServer:
             self.authorizations.append(authorization)
             if queue:
                 return queue.popleft()
+        messages = body.get("messages") or []
+        if self.world is not None and is_customer(messages):
+            chance = draw(body, next(self._numbers), "customer") if self.sampled else None
+            slip = chance is not None and self.sampled is not None and chance < self.sampled.customer
+            return Reply(content=customer_answer(messages, slip), tokens=self.tokens, delay_s=self.delay_s)
         if self.world is not None:
-            return self._solve(body.get("messages") or [])
+            return self._solve(body)
         return Reply.error(400, f"the test server has no scripted reply left for model {model!r}")
 
-    def _solve(self, messages: list[dict[str, Any]]) -> Reply:
+    def _solve(self, body: dict[str, Any]) -> Reply:
         assert isinstance(self.world, World)
+        messages: list[dict[str, Any]] = body.get("messages") or []
         scenario = self._scenario(messages)
         if scenario is None:
             return Reply.error(400, "the solver found no scenario whose opening request is the first user message")
-        agent = ScriptedAgent(scenario.solution("reference"))
+        reference = scenario.solution("reference")
+        chance = draw(body, next(self._numbers), "agent") if self.sampled else None
+        if chance is not None and self.sampled is not None:  # sampled: the agent may confirm, slip or give up
+            finish = reference.calls[-1]
+            if heard_dont_know(messages) or chance < self.sampled.agent:
+                return self._reply(Reply.call(finish.tool, tokens=self.tokens, **finish.args))
+            asks = any(c.tool == "ask_customer" for c in reference.calls)
+            if confirms_first(messages, body.get("tools") or [], asks):
+                return self._reply(Reply.call("ask_customer", tokens=self.tokens, question=CONFIRM))
+            messages = without_confirmation(messages)
+        agent = ScriptedAgent(reference)
         start = 0  # a customer who changed the request: the reference (which plays the final request) starts there
         if scenario.change is not None:
             start = next((i for i, m in enumerate(messages) if m.get("role") == "user"
@@ -250,7 +281,10 @@ class ModelServer:
         for result in results:
             action = agent(json.dumps({"tool_result": result}), {})
         call = json.loads(action)
-        reply = Reply.call(call["tool"], tokens=self.tokens, **call["args"])
+        return self._reply(Reply.call(call["tool"], tokens=self.tokens, **call["args"]))
+
+    def _reply(self, reply: Reply) -> Reply:
+        """A solver's reply, with the server's tokens and delay."""
         return Reply(tool_calls=reply.tool_calls, tokens=self.tokens, delay_s=self.delay_s)
 
     def _scenario(self, messages: list[dict[str, Any]]) -> Scenario | None:
@@ -401,8 +435,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world", help="a world whose scenarios the solver plays (model 'scripted' or any)")
     parser.add_argument("--port", type=int, default=0, help="port (default: 0, a free one)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each solver reply")
+    parser.add_argument("--sampled", default="", metavar="agent=P,customer=Q",
+                        help="vary replies sent at a temperature above 0 with their seed: the agent ends early with "
+                             "chance P per call, the customer does not know with chance Q per answer")
     args = parser.parse_args(argv)
-    server = ModelServer(world=args.world, delay_s=args.delay, port=args.port).start()
+    try:
+        sampled = Sampled.parse(args.sampled) if args.sampled else None
+    except ValueError as exc:
+        parser.error(f"--sampled: {exc}")
+    server = ModelServer(world=args.world, delay_s=args.delay, port=args.port, sampled=sampled).start()
     print(f"serving {server.base_url}", flush=True)
     try:
         while True:
@@ -412,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["ModelServer", "Reply"]
+__all__ = ["ModelServer", "Reply", "Sampled"]
 
 if __name__ == "__main__":
     sys.exit(main())

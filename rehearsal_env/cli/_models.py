@@ -47,6 +47,9 @@ def add_model_options(p: argparse.ArgumentParser, *, customer: bool = True) -> N
     if customer:
         p.add_argument("--customer", metavar="openai:MODEL",
                        help="a customer played by this model (default: the scenario's scripted customer)")
+        p.add_argument("--customer-temperature", type=float, default=0.0, metavar="T",
+                       help="the customer model's sampling temperature (default: 0, greedy; above 0 it samples "
+                            "with seed 0)")
 
 
 def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: bool = False) -> RunConfig:
@@ -68,7 +71,10 @@ def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: b
                        max_retries=given.get("model_retries", endpoint.max_retries))
     config = replace(config, endpoint=endpoint, concurrency=given.get("concurrency", config.concurrency))
     if not resume:
-        config = replace(config, customer=getattr(args, "customer", None))
+        temperature = getattr(args, "customer_temperature", 0.0)
+        if not 0.0 <= temperature <= 2.0:
+            raise ValueError(f"expected --customer-temperature from 0 to 2, got {temperature}")
+        config = replace(config, customer=getattr(args, "customer", None), customer_temperature=temperature)
         if not is_builtin(config.agent):
             profile = resolve_agent(config.agent)
             if is_builtin(profile.agent):  # a registered profile of a built-in agent: play that agent

@@ -13,7 +13,7 @@ import functools
 
 import openai
 
-from ..agents import AgentProfile, Endpoint, ModelAgents, ModelCustomer, parse_profile
+from ..agents import AgentProfile, Endpoint, ModelAgents, ModelCustomer, Sampling, parse_profile
 from ..env import Customer
 from ..scenarios import Scenario
 from ._plan import RunConfig
@@ -51,8 +51,11 @@ def _customer_client(endpoint: Endpoint) -> openai.OpenAI:
     return endpoint.client()  # one per process: the sync client is safe to share between threads
 
 
-def model_customer(model: str | None, endpoint: Endpoint, scenario: Scenario) -> Customer | None:
-    """The customer of an env of ``scenario`` played by ``model`` (None: the env's scripted customer)."""
+def model_customer(model: str | None, endpoint: Endpoint, scenario: Scenario,
+                   temperature: float = 0.0) -> Customer | None:
+    """The customer of an env of ``scenario`` played by ``model`` at ``temperature`` (None: the env's scripted
+    customer)."""
     if model is None:
         return None
-    return ModelCustomer.for_model(scenario, model, endpoint, client=_customer_client(endpoint))
+    sampling = Sampling(temperature=temperature, seed=0 if temperature > 0 else None)
+    return ModelCustomer.for_model(scenario, model, endpoint, sampling=sampling, client=_customer_client(endpoint))

@@ -74,6 +74,9 @@ class RunConfig:
     workers and a resumed run play exactly this profile); None: a built-in agent or a user's policy."""
     customer: str | None = None
     """``openai:MODEL``: a customer played by that model; None: the scenario's scripted customer."""
+    customer_temperature: float = 0.0
+    """The model customer's sampling temperature (0: greedy). Above 0 it samples with seed 0, so that a rerun
+    of the run hears the same answers to the same conversations."""
     retries: int = 2
     """How often an episode not scored for a part other than the agent and the world (database, provider, sandbox,
     worker) is played again, same scenario and seed, before the run ends; each attempt is recorded (see

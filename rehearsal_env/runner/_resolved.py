@@ -47,7 +47,7 @@ class ResolvedRun:
 
     def customer(self, scenario: Scenario) -> Customer | None:
         """The customer of an env of ``scenario`` (None: the env's scripted one)."""
-        return model_customer(self.customer_model, self.config.endpoint, scenario)
+        return model_customer(self.customer_model, self.config.endpoint, scenario, self.config.customer_temperature)
 
     def env(self, db: Database, scenario_id: str) -> RehearsalEnv:
         """The run's env of a scenario on ``db``."""
