@@ -36,7 +36,7 @@ def shop() -> World:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ModelServer]:
-    with ModelServer(world="shop", sampled=Sampled(agent=0.12, customer=0.5)) as s:
+    with ModelServer(world="shop", sampled=Sampled(agent=0.15, customer=0.3)) as s:
         yield s
 
 
@@ -45,7 +45,7 @@ def profile(temperature: float) -> AgentProfile:
 
 
 def sampled_run(tmp_path: Path, server: ModelServer, temperature: float, customer_temperature: float) -> Path:
-    dev = [s.id for s in load_world("shop").scenarios("dev")][:6]
+    dev = [s.id for s in load_world("shop").scenarios("dev")][:11]
     out = tmp_path / f"run-{temperature}-{customer_temperature}"
     run(RunConfig(world="shop", agent="sampled", scenarios=(ASKS, *dev), agent_profile=profile(temperature).to_toml(),
                   customer="openai:scripted", customer_temperature=customer_temperature,
@@ -67,6 +67,20 @@ def test_the_sampled_server_varies_with_the_seed_and_is_greedy_at_temperature_0(
     assert any("Sorry, I don't know" in a for a in answers(0.7, 1) + answers(0.7, 2))  # the customer slips
     greedy = answers(0.0, 1)
     assert greedy == answers(0.0, 2) and all("@" in a for a in greedy)  # temperature 0: the fact, every time
+
+
+def test_a_sampled_customer_samples_each_episode_with_its_reset_seed(server: ModelServer, shop: World) -> None:
+    scenario = shop.scenario(ASKS)
+    customer = ModelCustomer.for_model(scenario, "scripted", Endpoint(base_url=server.base_url),
+                                       sampling=Sampling(temperature=0.7, seed=3))
+    env = RehearsalEnv(scenario, shop, customer=customer)
+    seeds = []
+    for reset_seed in (0, 5):
+        env.reset(seed=reset_seed)
+        env.step('{"tool": "ask_customer", "args": {"question": "What is your email?"}}')
+        seeds.append(server.requests[-1]["seed"])
+    env.close()
+    assert seeds == [3, 8]  # the profile's seed plus the episode's, as the agent's
 
 
 def test_a_model_customer_and_agent_fork_into_the_same_episode(server: ModelServer, shop: World) -> None:
@@ -94,9 +108,9 @@ def test_a_model_customer_and_agent_fork_into_the_same_episode(server: ModelServ
 
 def test_forked_resamples_split_a_run_by_source(tmp_path: Path, server: ModelServer) -> None:
     out = sampled_run(tmp_path, server, temperature=0.7, customer_temperature=0.7)
-    branches = noise_of_run(str(out), bases=7, plan=NoisePlan(branches=4, fork_turn=0, seed=1))
+    branches = noise_of_run(str(out), bases=12, plan=NoisePlan(branches=4, fork_turn=0, seed=1))
     assert set(branches) == {"agent", "customer", "faults", "all"}
-    assert all(v.shape == (7, 4) for v in branches.values())
+    assert all(v.shape == (12, 4) for v in branches.values())
     assert not np.isnan(branches["all"]).any()  # nothing failed to be scored here
     # the faults and the stress layer draw on no randomness: every fault branch is its base's episode
     assert (branches["faults"] == branches["faults"][:, :1]).all()
@@ -105,7 +119,7 @@ def test_forked_resamples_split_a_run_by_source(tmp_path: Path, server: ModelSer
     assert (branches["customer"].min(axis=1) != branches["customer"].max(axis=1)).any()
     shares = {s.source: s for s in noise_shares(branches, resamples=200, seed=0)}
     assert shares["faults"].share == 0.0 and shares["agent"].share > 0 and shares["customer"].share > 0
-    again = noise_of_run(str(out), bases=7, plan=NoisePlan(branches=4, fork_turn=0, seed=1))
+    again = noise_of_run(str(out), bases=12, plan=NoisePlan(branches=4, fork_turn=0, seed=1))
     assert all(np.array_equal(branches[k], again[k], equal_nan=True) for k in branches)  # reproducible
 
 
@@ -135,3 +149,16 @@ def test_measure_py_noise_sources_prints_the_shares_and_refuses_a_built_in_agent
                              capture_output=True, text=True, check=False)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "expected a run of a model agent" in refused.stderr
+
+
+def test_an_outage_is_the_infrastructure_share(tmp_path: Path) -> None:
+    with ModelServer(world="shop", sampled=Sampled(agent=0.2, customer=0.3, outage=0.1)) as flaky:
+        out = tmp_path / "flaky"
+        run(RunConfig(world="shop", agent="sampled", scenarios=("refund-item-0004",), repeats=6,
+                      agent_profile=profile(0.7).to_toml(), customer="openai:scripted", customer_temperature=0.7,
+                      endpoint=Endpoint(base_url=flaky.base_url, timeout_s=10.0, max_retries=0)), out)
+        branches = noise_of_run(str(out), bases=6, plan=NoisePlan(branches=4, seed=2))
+    lost = np.isnan(branches["all"])
+    assert lost.any() and not lost.all()  # some branches not scored (provider), the rest scored
+    shares = {s.source: s.share for s in noise_shares(branches, resamples=50)}
+    assert shares["infrastructure"] > 0

@@ -33,7 +33,7 @@ import openai
 
 from ..env import ScriptedCustomer
 from ..scenarios import Scenario
-from ._openai import ModelStats
+from ._openai import SEED_RANGE, ModelStats
 from ._profile import AgentProfile, Sampling
 from ._provider import Endpoint, ProviderError, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
 
@@ -70,6 +70,8 @@ class ModelCustomer:
         self._changed = False
         self._history: list[dict[str, Any]] = []
         self._rng = random.Random()
+        self._episode_seed = 0
+        """The episode's reset seed, added to the profile's sampling seed (as the agent's is)."""
 
     @classmethod
     def for_model(cls, scenario: Scenario, model: str, endpoint: Endpoint | None = None, *,
@@ -79,6 +81,10 @@ class ModelCustomer:
                                           sampling=sampling or Sampling(temperature=0.0)), endpoint, client=client)
 
     # -- the Customer protocol ---------------------------------------------------------
+    def begin_episode(self, seed: int) -> None:
+        """Told by the env before each opening: the episode's reset seed, added to the sampling seed."""
+        self._episode_seed = seed
+
     def opening(self) -> str:
         self._changed = False
         self._history = []
@@ -111,13 +117,14 @@ class ModelCustomer:
     def customer_state(self) -> dict[str, Any]:
         """What this customer remembers of the conversation (for forks and checkpoints)."""
         return {"changed": self._changed, "history": [dict(m) for m in self._history],
-                "script": self._script.customer_state()}
+                "script": self._script.customer_state(), "episode_seed": self._episode_seed}
 
     def load_customer_state(self, state: Mapping[str, Any]) -> None:
         """Continue from :meth:`customer_state` of a customer of the same scenario."""
         self._changed = bool(state["changed"])
         self._history = [{"role": str(m["role"]), "content": str(m["content"])} for m in state["history"]]
         self._script.load_customer_state(state["script"])
+        self._episode_seed = int(state.get("episode_seed", 0))
 
     def fork(self) -> ModelCustomer:
         """An independent customer in this one's state, on the same model and client."""
@@ -138,6 +145,12 @@ class ModelCustomer:
         facts = "\n".join(f"- about {keyword}: {reply}" for keyword, reply in s.facts) or "- (none beyond your request)"
         return BRIEF.format(request=s.request, changed=changed, facts=facts)
 
+    def _sampling(self) -> dict[str, Any]:
+        params = self.profile.sampling.request_params()
+        if "seed" in params:  # each repeat (reset with seed + k) samples its own answers, reproducibly
+            params["seed"] = (params["seed"] + self._episode_seed) % SEED_RANGE
+        return params
+
     def _complete(self, messages: list[dict[str, Any]]) -> str:
         started = time.perf_counter()
         tries = 0
@@ -146,7 +159,7 @@ class ModelCustomer:
             try:
                 completion = self.client.chat.completions.create(
                     model=self.profile.model, messages=messages,  # type: ignore[arg-type]
-                    **self.profile.sampling.request_params())
+                    **self._sampling())
                 break
             except openai.APIError as exc:
                 if is_retryable(exc) or not isinstance(exc, openai.APIStatusError):

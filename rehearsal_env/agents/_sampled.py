@@ -11,6 +11,8 @@ without a seed does). What a draw can change, each with a chance :class:`Sampled
   claiming done before its work is (chance ``agent`` per call);
 - **the customer does not know**: it answers :data:`~._customer.DONT_KNOW` to a question its facts answer, or to
   a request to confirm (chance ``customer`` per answer); an agent that hears that gives up (``finish``);
+- **an outage**: any request may be answered HTTP 503 (chance ``outage``), whatever its temperature: what a
+  run records not scored (cause ``provider``) once the agent's retries are spent;
 - **the agent confirms first**: where the reference asks the customer nothing, the sampled agent's first call
   asks the customer to confirm the request (:data:`CONFIRM`), so that a customer is a source of variation in
   every world; that exchange is left out of what the reference is replayed from.
@@ -47,16 +49,19 @@ class Sampled:
     """Chance per agent call that it ends the episode instead (claiming done)."""
     customer: float = 0.0
     """Chance per customer answer that it says it does not know."""
+    outage: float = 0.0
+    """Chance per request, at any temperature, of an HTTP 503: drawn from the server's own generator in the order
+    requests arrive, not from the request (an outage is not the model's doing, and not reproducible by a seed)."""
 
     def __post_init__(self) -> None:
-        for name in ("agent", "customer"):
+        for name in ("agent", "customer", "outage"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"Sampled.{name} is a chance, a number from 0 to 1; got {value!r}")
 
     @classmethod
     def parse(cls, text: str) -> Sampled:
-        """``agent=0.1,customer=0.3`` (either may be left out).
+        """``agent=0.1,customer=0.3,outage=0.05`` (any may be left out).
 
         Raises:
             ValueError: another key, or a value that is not a chance.
@@ -64,8 +69,8 @@ class Sampled:
         values: dict[str, float] = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             key, eq, value = part.partition("=")
-            if not eq or key.strip() not in ("agent", "customer"):
-                raise ValueError(f"expected agent=CHANCE,customer=CHANCE; got {part!r} in {text!r}")
+            if not eq or key.strip() not in ("agent", "customer", "outage"):
+                raise ValueError(f"expected agent=CHANCE,customer=CHANCE,outage=CHANCE; got {part!r} in {text!r}")
             try:
                 values[key.strip()] = float(value)
             except ValueError:
@@ -74,15 +79,17 @@ class Sampled:
 
 
 def draw(body: dict[str, Any], fallback: int, what: str) -> float | None:
-    """A uniform draw in ``[0, 1)`` for ``what`` of this request, from its seed (else ``fallback``) and its
-    conversation; None when the request is greedy (temperature 0 or none)."""
+    """A uniform draw in ``[0, 1)`` for ``what`` of this request, from its seed (else ``fallback``) and its whole
+    conversation (so that two scenarios' draws are independent); None when the request is greedy (temperature 0
+    or none)."""
     temperature = body.get("temperature")
     if not isinstance(temperature, int | float) or temperature <= 0:
         return None
     seed = body.get("seed")
-    messages = body.get("messages") or []
-    key = json.dumps([what, seed if isinstance(seed, int) else f"unseeded-{fallback}", len(messages),
-                      str(messages[-1].get("content")) if messages else ""])
+    said = [[m.get("role"), m.get("content"), [[(c.get("function") or {}).get(k) for k in ("name", "arguments")]
+                                               for c in m.get("tool_calls") or ()]]
+            for m in body.get("messages") or []]  # what was said, not the server's call ids
+    key = json.dumps([what, seed if isinstance(seed, int) else f"unseeded-{fallback}", said], default=str)
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
 
 

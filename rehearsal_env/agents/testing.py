@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import random
 import re
 import socket
 import sys
@@ -194,6 +195,7 @@ class ModelServer:
         self._openings: dict[str, list[Scenario]] | None = None
         self._thread: threading.Thread | None = None
         self._serial = threading.Lock()
+        self._outages = random.Random(0)
 
     # -- control -------------------------------------------------------------------
     def script(self, model: str, *replies: Reply) -> None:
@@ -246,6 +248,8 @@ class ModelServer:
             self.authorizations.append(authorization)
             if queue:
                 return queue.popleft()
+            if self.sampled is not None and self._outages.random() < self.sampled.outage:
+                return Reply.error(503, "the sampled server's scripted outage")
         messages = body.get("messages") or []
         if self.world is not None and is_customer(messages):
             chance = draw(body, next(self._numbers), "customer") if self.sampled else None
@@ -435,9 +439,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world", help="a world whose scenarios the solver plays (model 'scripted' or any)")
     parser.add_argument("--port", type=int, default=0, help="port (default: 0, a free one)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each solver reply")
-    parser.add_argument("--sampled", default="", metavar="agent=P,customer=Q",
+    parser.add_argument("--sampled", default="", metavar="agent=P,customer=Q,outage=R",
                         help="vary replies sent at a temperature above 0 with their seed: the agent ends early with "
-                             "chance P per call, the customer does not know with chance Q per answer")
+                             "chance P per call, the customer does not know with chance Q per answer; and answer "
+                             "any request 503 with chance R")
     args = parser.parse_args(argv)
     try:
         sampled = Sampled.parse(args.sampled) if args.sampled else None

@@ -49,7 +49,7 @@ def add_model_options(p: argparse.ArgumentParser, *, customer: bool = True) -> N
                        help="a customer played by this model (default: the scenario's scripted customer)")
         p.add_argument("--customer-temperature", type=float, default=0.0, metavar="T",
                        help="the customer model's sampling temperature (default: 0, greedy; above 0 it samples "
-                            "with seed 0)")
+                            "with seed 0 plus each episode's reset seed)")
 
 
 def with_model_options(config: RunConfig, args: argparse.Namespace, *, resume: bool = False) -> RunConfig:

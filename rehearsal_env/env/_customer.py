@@ -13,7 +13,10 @@ The customer is the other side of the conversation. Per episode it
 
 *When* a message arrives is decided by the events layer, never by the
 customer, so an LLM-backed customer can implement :class:`Customer` and keep
-the scenario's schedule: it only has to write the words.
+the scenario's schedule: it only has to write the words. A customer with a
+``begin_episode(seed)`` method is told each episode's reset seed before its
+opening (a sampled model customer samples each repeat its own way, as the
+agent does).
 """
 
 from __future__ import annotations

@@ -151,6 +151,9 @@ class RehearsalEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._closed = False
         self.db.reset()
+        begin = getattr(self._customer, "begin_episode", None)
+        if begin is not None:  # a sampled customer samples each episode its own way (env._customer)
+            begin(0 if seed is None else int(seed))
         self._episode = Episode(self.world, self.scenario, self.db, stress=self.stress, customer=self._customer,
                                 snapshot=self._snapshot)
         self._start_share = self._goal_share(self.db) if self.shaped else None

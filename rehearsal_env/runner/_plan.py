@@ -75,8 +75,8 @@ class RunConfig:
     customer: str | None = None
     """``openai:MODEL``: a customer played by that model; None: the scenario's scripted customer."""
     customer_temperature: float = 0.0
-    """The model customer's sampling temperature (0: greedy). Above 0 it samples with seed 0, so that a rerun
-    of the run hears the same answers to the same conversations."""
+    """The model customer's sampling temperature (0: greedy). Above 0 it samples with seed 0 plus each episode's
+    reset seed (as a model agent does), so that a rerun of the run hears the same answers."""
     retries: int = 2
     """How often an episode not scored for a part other than the agent and the world (database, provider, sandbox,
     worker) is played again, same scenario and seed, before the run ends; each attempt is recorded (see
