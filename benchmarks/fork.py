@@ -18,8 +18,11 @@ times on each backend (the machine is shared and noisy; the ratios hold better t
   a checkpoint after every turn of the whole episode, per turn, as a share of a step; ``chain per turn``: the
   incremental checkpoint after every turn (issue 37: ``CheckpointChain.take``, the turn's delta record; its
   full checkpoint taken at the reset, untimed; amortized with a full one every ``FULL_EVERY`` turns in the
-  report); ``runner save per turn``: what the runner writes per turn to resume mid-episode
-  (``runner._checkpoints``: the checkpoint, the agent and the answer, appended to the episode's log).
+  report); ``turn record per turn``: the same chain keeping each turn as its input instead
+  (``CheckpointChain(env, replay=True)``), and ``restore turn records``: restoring that chain at the episode's
+  last turn (the full checkpoint, then every turn taken again); ``runner save per turn``: what the runner writes
+  per turn to resume mid-episode (``runner._checkpoints``: the checkpoint, the agent and the answer, appended to
+  the episode's log).
 
 PostgreSQL is the process's private server (or ``REHEARSAL_POSTGRES_DSN``); the Docker sandbox runs only
 when a daemon answers. Medians and p95 in milliseconds.
@@ -90,7 +93,8 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
         env.step(action)
     times: dict[str, list[float]] = {n: [] for n in ("fork", "fork close", "checkpoint", "restore", "replay",
                                                      "cold fork", "step", "checkpoint per turn",
-                                                     "chain per turn", "runner save per turn")}
+                                                     "chain per turn", "turn record per turn",
+                                                     "restore turn records", "runner save per turn")}
     env.fork().close()  # one spare
     for rep in range(reps):
         ms, child = _ms(env.fork)
@@ -116,12 +120,15 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
             cold.close()
         if rep % 5 == 0:  # the whole episode, stepped with and without a checkpoint after every turn
             other.reset(seed=seed)
-            steps, saves, runner, chained = [], [], [], []
+            steps, saves, runner, chained, recorded = [], [], [], [], []
             agent = make_agent("reference", other.scenario)
             files = EpisodeCheckpoints(folder, EpisodeSpec(scenario, 0, seed))
             chain = CheckpointChain(other) if CheckpointChain is not None else None
+            turned = _replay_chain(other)
             if chain is not None:
                 chain.take()  # the full checkpoint, at the reset
+            if turned is not None:
+                turned.take()
             for action in actions[:-1]:
                 ms, _ = _ms(lambda: other.step(action))  # noqa: B023
                 steps.append(ms)
@@ -130,6 +137,9 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
                 if chain is not None:
                     ms, _ = _ms(chain.take)
                     chained.append(ms)
+                if turned is not None:
+                    ms, _ = _ms(turned.take)
+                    recorded.append(ms)
                 def save() -> None:
                     files.answer(1, action)  # noqa: B023
                     files.save(other, agent, "", {})  # noqa: B023
@@ -139,6 +149,12 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
             times["checkpoint per turn"].append(statistics.median(saves))
             if chained:
                 times["chain per turn"].append(statistics.median(chained))
+            if turned is not None:
+                times["turn record per turn"].append(statistics.median(recorded))
+                data = turned.data()
+                ms, back = _ms(lambda: rehearsal_env.restore(data))  # noqa: B023
+                times["restore turn records"].append(ms)
+                back.close()
             times["runner save per turn"].append(statistics.median(runner))
     times["checkpoint bytes"] = [float(len(env.checkpoint()))]
     env.close()
@@ -146,6 +162,22 @@ def bench(backend: str, scenario: str, turns: int | None, reps: int, seed: int) 
     close_spares()
     shutil.rmtree(folder, ignore_errors=True)
     return times
+
+
+def _replay_chain(env: Any) -> Any:
+    """A chain of turn records, where this tree has them (None before)."""
+    if CheckpointChain is None:
+        return None
+    try:
+        return CheckpointChain(env, replay=True)
+    except TypeError:  # before turn records
+        return None
+
+
+def _replay_every() -> int:
+    from rehearsal_env.env._replay import REPLAY_EVERY
+
+    return REPLAY_EVERY
 
 
 def _p95(values: list[float]) -> float:
@@ -157,7 +189,7 @@ def report(backend: str, times: dict[str, list[float]], goal_ms: float) -> None:
     print(f"\n== {backend} ==  (checkpoint {int(med['checkpoint bytes'])} bytes)")
     print(f"{'':22}{'p50 ms':>10}{'p95 ms':>10}{'x replay':>10}")
     for name in ("fork", "fork close", "cold fork", "checkpoint", "restore", "replay", "step", "checkpoint per turn",
-                 "chain per turn", "runner save per turn"):
+                 "chain per turn", "turn record per turn", "restore turn records", "runner save per turn"):
         values = times[name]
         if not values:
             print(f"{name:22}{'n/a':>10}")
@@ -174,6 +206,12 @@ def report(backend: str, times: dict[str, list[float]], goal_ms: float) -> None:
         print(f"incremental checkpoint per turn: {100 * delta:.1f}% of a step for a turn's delta; "
               f"{100 * amortized:.1f}% with a full one every {every} turns (goal under 10%: "
               f"{'met' if amortized < 0.10 else 'NOT met'})")
+    if times["turn record per turn"]:
+        every = _replay_every()
+        amortized = ((every - 1) * med["turn record per turn"] + med["checkpoint"]) / every / med["step"]
+        print(f"turn records: {100 * med['turn record per turn'] / med['step']:.1f}% of a step per turn; "
+              f"{100 * amortized:.1f}% with a full one every {every} turns (goal under 10%: "
+              f"{'met' if amortized < 0.10 else 'NOT met'}); a restore replays the turns since the full one")
     runner = med["runner save per turn"] / med["step"]
     print(f"the runner's save per turn (checkpoint, agent, answer: two log records): {100 * runner:.1f}% of a step")
 

@@ -23,7 +23,7 @@ from rehearsal_env import RehearsalEnv
 from rehearsal_env.agents import make_agent
 from rehearsal_env.env import CheckpointChain, CheckpointError
 from rehearsal_env.env._chain import merge_records
-from rehearsal_env.env._checkpoint import decode
+from rehearsal_env.env._checkpoint import DELTA_MAGIC, decode, delta_record, read_header
 
 NOTES = Path(__file__).parent / "worlds" / "notes"
 WORLDS = ["builtin:shop", "builtin:analytics", f"folder:{NOTES}"]
@@ -57,7 +57,7 @@ def _merged(env: RehearsalEnv, data: bytes) -> dict[str, Any]:
     return json.loads(json.dumps(payload))
 
 
-def _check(spec: str, backend: str, options: dict[str, Any], episodes: int) -> int:
+def _check(spec: str, backend: str, options: dict[str, Any], episodes: int, replay: bool = False) -> int:
     world = world_of(spec)
     rng = random.Random(f"chain/{spec}/{backend}")
     eventful = [s for s in world.scenarios() if s.faults or s.change] or list(world.scenarios())
@@ -69,14 +69,17 @@ def _check(spec: str, backend: str, options: dict[str, Any], episodes: int) -> i
         env.reset(seed=seed)
         expected = outcome(env, actions, digest=False)
         env.reset(seed=seed)
-        chain = CheckpointChain(env, every=rng.choice([2, 3, 5, 1000]))
+        chain = CheckpointChain(env, every=rng.choice([2, 3, 5, 1000]), replay=replay)
         cuts = set(rng.sample(range(len(actions)), min(3, len(actions))))
         for turn, action in enumerate(actions):
             full, _ = chain.take()
             data = chain.data()
-            assert _merged(env, data) == _merged(env, env.checkpoint()), (spec, backend, turn, full)
+            if not replay:
+                assert _merged(env, data) == _merged(env, env.checkpoint()), (spec, backend, turn, full)
             if turn in cuts:
                 back = rehearsal_env.restore(data, world=world, backend=backend, resume=True, **options)
+                if replay:  # the turns taken again reach the state a full checkpoint holds
+                    assert _merged(back, back.checkpoint()) == _merged(env, env.checkpoint()), (spec, turn)
                 got = outcome(back, actions[turn:], digest=False)
                 back.close()
                 want_obs = expected["observations"][turn:]
@@ -98,6 +101,68 @@ def test_a_chain_restores_as_a_full_checkpoint_on_sqlite(spec: str) -> None:
 @pytest.mark.parametrize("spec", ["builtin:shop", f"folder:{NOTES}"])
 def test_a_chain_restores_as_a_full_checkpoint_on_postgres(spec: str, request: pytest.FixtureRequest) -> None:
     assert _check(spec, "postgres", {"dsn": request.getfixturevalue("postgres_dsn")}, episodes=2) > 0
+
+
+@pytest.mark.parametrize("spec", WORLDS)
+def test_a_chain_of_turn_records_replays_to_the_same_state_on_sqlite(spec: str) -> None:
+    assert _check(spec, "sqlite", {}, episodes=3, replay=True) > 0
+
+
+def test_a_chain_of_turn_records_replays_to_the_same_state_on_postgres(request: pytest.FixtureRequest) -> None:
+    assert _check("builtin:shop", "postgres", {"dsn": request.getfixturevalue("postgres_dsn")}, episodes=2,
+                  replay=True) > 0
+
+
+def test_turn_records_keep_a_raising_policy_and_refuse_a_replay_that_diverges() -> None:
+    env = rehearsal_env.make("shop/refund-item-0001")
+    obs, info = env.reset(seed=0)
+    agent = make_agent("reference", env.scenario)
+    chain = CheckpointChain(env, every=100, replay=True)
+    chain.take()
+    obs, *_, info = env.step(agent(obs, info))
+    full, first = chain.take()
+    assert full is False
+    env.policy_failed(KeyError("the policy's own bug"))  # kept as its type's name and message
+    full, record = chain.take()
+    assert not full and b'"raised":["KeyError"' in record
+    back = rehearsal_env.restore(chain.data(), resume=True)
+    assert [t.action for t in back.episode.trace] == [t.action for t in env.episode.trace]
+    assert [t.latency_ms for t in back.episode.trace] == [t.latency_ms for t in env.episode.trace]
+    assert _merged(back, back.checkpoint()) == _merged(env, env.checkpoint())
+    back.close()
+    records = [first, record]
+    full_bytes = chain.data()[:len(chain.data()) - sum(map(len, records))]
+    previous = bytes.fromhex(read_header(full_bytes)["digest"])
+    forged = b""
+    for i, kept in enumerate(records):  # a validly chained record whose observation is not what a replay gives
+        body = json.loads(kept[len(DELTA_MAGIC) + 4:-32])
+        if i == 1:
+            body["observation"] = "0" * len(body["observation"])
+        piece, previous = delta_record(previous, json.dumps(body).encode())
+        forged += piece
+    with pytest.raises(CheckpointError, match="replaying turn 2 gave another observation"):
+        rehearsal_env.restore(full_bytes + forged)
+    env.step(12345)  # type: ignore[arg-type]  # an input a turn record cannot keep: a full checkpoint instead
+    assert chain.take()[0] is True
+    env.close()
+
+
+def test_an_episode_with_a_model_customer_is_kept_as_delta_records() -> None:
+    from rehearsal_env.agents import Endpoint, ModelCustomer
+
+    world = rehearsal_env.load_world("shop")
+    scenario = world.scenario("refund-item-0001")
+    env = RehearsalEnv(scenario, world, customer=ModelCustomer.for_model(scenario, "m", Endpoint(base_url="http://127.0.0.1:9/v1")))
+    obs, info = env.reset(seed=0)
+    agent = make_agent("reference", scenario)
+    chain = CheckpointChain(env, every=100, replay=True)
+    taken = []
+    for _ in range(3):
+        taken.append(chain.take())
+        obs, *_, info = env.step(agent(obs, info))
+    assert [full for full, _ in taken] == [True, False, False]
+    assert all(b'"act"' not in record for _, record in taken[1:])  # its answers would be asked of the model again
+    env.close()
 
 
 def test_delta_records_edited_dropped_or_reordered_are_refused() -> None:

@@ -23,6 +23,12 @@ at that turn holds. A full checkpoint is taken again every ``every``
 turns (:data:`FULL_EVERY`), so a restore merges at most that many records, and
 whenever the env started another episode.
 
+``replay=True`` keeps each turn after the full checkpoint as a *turn record* instead: what
+the agent gave it, the digest of its observation and its latency (:mod:`._replay`), which a
+restore takes again on the full checkpoint's state, checking every observation. It costs a
+turn a few microseconds where a delta costs a tenth of a millisecond, and a restore the
+replay of at most ``every`` turns; it needs the scripted customer and a deterministic
+world (a restore of a world that is not refuses, naming the turn).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._checkpoint import CheckpointError, delta_record, read_header
 from ._delta import DatabaseDelta, capture_delta, read_rows
+from ._replay import REPLAY_EVERY, replayable, turn_record
 from ._state import _encode, _plain, customer_state, rng_state
 
 if TYPE_CHECKING:
@@ -68,18 +75,26 @@ class _Seen:
     """SQLite: the last entry of the log of written keys that was saved."""
     rows: dict[str, dict[Any, tuple[Any, ...] | None]] = field(default_factory=dict)
     """Elsewhere: every touched row as saved last, by table and key (None: absent)."""
+    turn: int = 0
+    """The episode's turn at the last take (a turn record keeps exactly the one turn after it)."""
+    replayed: bool = False
+    """Whether this episode's turns are kept as turn records (asked for, and its customer is the scripted one)."""
 
 
 class CheckpointChain:
     """Checkpoints of one env after every turn: ``take()`` after each turn, ``data()`` for what restores it."""
 
-    def __init__(self, env: RehearsalEnv, *, every: int = FULL_EVERY) -> None:
+    def __init__(self, env: RehearsalEnv, *, every: int | None = None, replay: bool = False) -> None:
+        every = every if every is not None else REPLAY_EVERY if replay else FULL_EVERY
         if every < 1:
             raise ValueError(f"expected every >= 1 (turns between full checkpoints), got {every}")
         self.env = env
         """The env checkpointed."""
         self.every = every
-        """Turns between full checkpoints."""
+        """Turns between full checkpoints (default: :data:`FULL_EVERY`, or :data:`._replay.REPLAY_EVERY` for turn
+        records, whose restore replays the turns)."""
+        self.replay = replay
+        """Whether turns are kept as turn records, replayed at restore (see the module docstring)."""
         self._full = b""
         self._records: list[bytes] = []
         self._seen: _Seen | None = None
@@ -95,7 +110,15 @@ class CheckpointChain:
         seen = self._seen
         if seen is None or seen.episode is not episode or len(self._records) + 1 >= self.every:
             return True, self._take_full(episode)
-        record, seen.digest = delta_record(seen.digest, self._delta(episode, seen))
+        if seen.replayed:
+            kept = turn_record(episode, self.env._given) if episode.turn == seen.turn + 1 else None
+            if kept is None:
+                return True, self._take_full(episode)
+            body = kept
+        else:
+            body = self._delta(episode, seen)
+        record, seen.digest = delta_record(seen.digest, body)
+        seen.turn = episode.turn
         self._records.append(record)
         return False, record
 
@@ -109,11 +132,13 @@ class CheckpointChain:
         state = self._episode_fields(episode)
         db = self.env.db
         seen = _Seen(episode, {k: state[k] for k in _SCALARS}, {k: len(state[k]) for k in _APPENDED},
-                     dict(_operations(episode)), _rng(self.env), bytes.fromhex(read_header(data)["digest"]))
-        if hasattr(db, "touched_since"):
-            _, seen.database_mark = db.touched_since(0)
-        else:
-            seen.rows = _rows_of(capture_delta(db))
+                     dict(_operations(episode)), _rng(self.env), bytes.fromhex(read_header(data)["digest"]),
+                     turn=episode.turn, replayed=self.replay and replayable(episode))
+        if not seen.replayed:  # turn records compare nothing with this take
+            if hasattr(db, "touched_since"):
+                _, seen.database_mark = db.touched_since(0)
+            else:
+                seen.rows = _rows_of(capture_delta(db))
         self._seen = seen
         return data
 

@@ -34,6 +34,7 @@ from ._delta import capture_delta
 from ._episode import Episode
 from ._fork import copy_database, give_back, spare_database
 from ._lineage import Lineage, new_episode_id
+from ._replay import input_of, raised_of
 from ._state import copy_rng, episode_state, load_episode_state, rng_state
 
 CHARSET = "".join(chr(c) for c in range(32, 127))
@@ -126,6 +127,8 @@ class RehearsalEnv(gym.Env[str, str]):
         self._closed = False
         self._spare_db = False
         """Whether the database came from the spares of forks (closing the env gives it back; :mod:`._fork`)."""
+        self._given: Any = None
+        """What the last turn was given, as a chain's turn record keeps it (:mod:`._replay`; None: not keepable)."""
         self.tools = self.world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
         self.observation_space = spaces.Text(max_length=MAX_OBSERVATION, charset=CHARSET)
         self.action_space = spaces.Text(max_length=MAX_ACTION, charset=CHARSET)
@@ -174,11 +177,13 @@ class RehearsalEnv(gym.Env[str, str]):
         """Carry out one action. Whatever the action (any text, or even not text), this returns: a
         malformed action is a rejected attempt (``info["status"] == "rejected"``) and the episode goes on."""
         self._before()
+        self._given = input_of(action)
         return self._after(self.episode.act(action))
 
     def policy_failed(self, error: BaseException) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Step for a policy that raised instead of acting (the agent's bug): a rejected attempt, one turn."""
         self._before()
+        self._given = raised_of(error)
         return self._after(self.episode.policy_failed(error))
 
     def abort(self, cause: NotScoredCause, reason: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -4,8 +4,9 @@ The bytes are checked first (:mod:`._checkpoint`: layout, digest, package and wo
 version); then the env is made for the saved world, scenario, clock, stress and
 profile; a database of the world is taken (a spare when one is kept, see
 :mod:`._fork`) and the saved touched rows written into it; the episode's state and
-the random state are put back. The restored episode continues exactly as the one
-that was checkpointed would have.
+the random state are put back, and a chain's turn records taken again
+(:mod:`._replay`). The restored episode continues exactly as the one that was
+checkpointed would have.
 
 Its record names the checkpointed episode and turn as its parent, unless
 ``resume=True``: then it *is* that episode, continued (the same id and lineage), as
@@ -28,6 +29,7 @@ from ._env import RehearsalEnv
 from ._episode import Episode
 from ._fork import give_back, take_database
 from ._lineage import Lineage
+from ._replay import is_turn_record, replay_turns
 from ._state import load_episode_state, set_rng_state
 
 
@@ -70,9 +72,14 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
     env.freeze_time_source = str(settings["freeze_time_source"])
     db = database if database is not None else take_database(env.world, env.backend, backend_options)
     payload, turn = checkpoint.payload, int(header["turn"])
+    replayed = [r for r in checkpoint.records if is_turn_record(r)]
     try:
+        if replayed and len(replayed) != len(checkpoint.records):
+            raise CheckpointError("the checkpoint mixes turn records and delta records, which no CheckpointChain "
+                                  "writes; pass the bytes a CheckpointChain gave, unchanged")
         if checkpoint.records:  # an incremental checkpoint: the full one's state with the turns after it
-            payload = merge_records(payload, checkpoint.records, [t.name for t in db.tables])
+            if not replayed:
+                payload = merge_records(payload, checkpoint.records, [t.name for t in db.tables])
             turn = int(checkpoint.records[-1]["turn"])
         apply_delta(db, DatabaseDelta.from_json(payload["database"]))
     except BaseException:
@@ -87,10 +94,16 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
     except (KeyError, TypeError, ValueError) as exc:
         env.close()
         raise CheckpointError(f"the checkpoint's episode state could not be read back: {exc}") from exc
+    env._episode = episode
+    if replayed:  # turn records: the turns after the full checkpoint, taken again
+        try:
+            replay_turns(env, replayed)
+        except BaseException:
+            env.close()
+            raise
     if not resume:
         episode.id = None
         episode.lineage = Lineage(str(header["episode_id"]), turn, "restore")
-    env._episode = episode
     return env
 
 

@@ -5,10 +5,11 @@ While a run plays, every episode appends to one log in the run's checkpoint fold
 open for the episode:
 
 - a *state* record after every turn (and right after ``reset``): the env's checkpoint and the
-  agent's state. The env's checkpoints are incremental (:class:`~rehearsal_env.env.CheckpointChain`):
-  a full one (``S``: database rows, episode, random state) every
-  :data:`~rehearsal_env.env.FULL_EVERY` turns, and after each other turn a ``D`` record holding only
-  what that turn changed, which restores appended to the last full one;
+  agent's state. The env's checkpoints are incremental (:class:`~rehearsal_env.env.CheckpointChain`
+  with ``replay=True``): a full one (``S``: database rows, episode, random state) every
+  :data:`~rehearsal_env.env.FULL_EVERY` turns, and after each other turn a ``D`` record: the turn's
+  input, which a restore takes again on the last full one (the env is deterministic; each replayed
+  observation is checked), or, for an episode with a model customer, what that turn changed;
 - an *answer* record before every turn (*write-ahead*): the agent's answer for it, the action
   about to be carried out or the exception the policy raised.
 
@@ -93,7 +94,7 @@ class EpisodeCheckpoints:
             agent_bytes = None
         shown = {k: v for k, v in info.items() if k != "verdict"}
         if self._chain is None or self._chain.env is not env:
-            self._chain = CheckpointChain(env)
+            self._chain = CheckpointChain(env, replay=True)  # turn records: the env is deterministic
         full, data = self._chain.take()
         self._append(b"S" if full else b"D", pickle.dumps({"env": data, "agent": agent_bytes,
                                                            "observation": observation, "info": shown}))
