@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._checkpoint import CheckpointError, delta_record, read_header
 from ._delta import DatabaseDelta, capture_delta, read_rows
-from ._replay import REPLAY_EVERY, replayable, turn_record
+from ._replay import REPLAY_EVERY, replayable, reset_checkpoint, turn_record
 from ._state import _encode, _plain, customer_state, rng_state
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class CheckpointChain:
         return self._full + b"".join(self._records)
 
     def _take_full(self, episode: Episode) -> bytes:
-        data = self.env.checkpoint()
+        data = (reset_checkpoint(self.env) if self.replay else None) or self.env.checkpoint()
         self._full, self._records = data, []
         state = self._episode_fields(episode)
         db = self.env.db

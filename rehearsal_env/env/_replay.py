@@ -4,7 +4,8 @@ The env is deterministic: the same state and the same input give the same observ
 fork property test holds it to that on every backend). So after a full checkpoint, a turn can be kept as what
 the agent gave it, a *turn record*, instead of what it changed: the action text (or, for a policy that raised, the
 exception's type name and message, which is all the env reads of it), the SHA-256 of the observation it got and
-its latency. A restore rebuilds the full checkpoint's state and takes the recorded turns again
+its latency; and a full checkpoint of an episode still at its reset is kept as the reset itself, its seed
+(:func:`reset_checkpoint`). A restore rebuilds the full checkpoint's state and takes the recorded turns again
 (:func:`replay_turns`); an observation that differs from the recorded one stops the restore
 (:class:`~._checkpoint.CheckpointError`), so a world that is not deterministic is found, not trusted. The trace
 keeps the recorded latencies (wall time is not part of the state).
@@ -19,10 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-from ._checkpoint import CheckpointError
+from ._checkpoint import CheckpointError, encode, version_of
 from ._customer import ScriptedCustomer
 
 if TYPE_CHECKING:
@@ -75,6 +76,23 @@ def turn_record(episode: Episode, given: Any) -> bytes | None:
     kept = f'"act":{json.dumps(given)}' if isinstance(given, str) else f'"raised":{json.dumps(list(given))}'
     return (f'{{"turn":{int(episode.turn)},"observation":"{_digest(last.observation)}",'
             f'"latency_ms":{float(last.latency_ms)!r},{kept}}}').encode()
+
+
+def reset_checkpoint(env: RehearsalEnv) -> bytes | None:
+    """A full checkpoint of an episode still at its reset, kept as the reset itself: the env's settings and the
+    reset's seed, which a restore resets with before it takes the turn records again (None: the episode is past
+    its reset, or was reset without a seed, so its random state cannot be reset to)."""
+    episode = env.episode
+    seed = env._np_random_seed
+    if episode.turn != 0 or episode.trace or seed is None or not replayable(episode):
+        return None
+    header = {"world": env.world.name, "world_version": version_of(env.world),
+              "anchor": env.world.data_anchor.isoformat(), "scenario": env.scenario.id, "backend": env.backend,
+              "turn": 0, "episode_id": env._episode_id(episode)}
+    payload = {"env": {"stress": env.stress, "profile": env.profile, "freeze_time_source": env.freeze_time_source},
+               "reset": {"seed": int(seed), "episode_id": episode.id,
+                         "lineage": None if episode.lineage is None else asdict(episode.lineage)}}
+    return encode(header, payload)
 
 
 def is_turn_record(record: Mapping[str, Any]) -> bool:

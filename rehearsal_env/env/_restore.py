@@ -81,16 +81,21 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
             if not replayed:
                 payload = merge_records(payload, checkpoint.records, [t.name for t in db.tables])
             turn = int(checkpoint.records[-1]["turn"])
-        apply_delta(db, DatabaseDelta.from_json(payload["database"]))
+        if "reset" not in payload:
+            apply_delta(db, DatabaseDelta.from_json(payload["database"]))
     except BaseException:
         if database is None:
             give_back(env.world, env.backend, backend_options, db)
         raise
     env._db, env._owns_db, env._spare_db = db, database is None, database is None
     try:
-        episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer, snapshot=env._snapshot)
-        load_episode_state(episode, payload["episode"])
-        env._np_random, env._np_random_seed = set_rng_state(payload["rng"])
+        if "reset" in payload:  # an episode checkpointed at its reset: reset again (turn records follow)
+            episode = _reset(env, payload["reset"], customer)
+        else:
+            episode = Episode(env.world, env.scenario, db, stress=env.stress, customer=customer,
+                              snapshot=env._snapshot)
+            load_episode_state(episode, payload["episode"])
+            env._np_random, env._np_random_seed = set_rng_state(payload["rng"])
     except (KeyError, TypeError, ValueError) as exc:
         env.close()
         raise CheckpointError(f"the checkpoint's episode state could not be read back: {exc}") from exc
@@ -105,6 +110,17 @@ def restore(data: bytes, *, world: World | None = None, backend: str | None = No
         episode.id = None
         episode.lineage = Lineage(str(header["episode_id"]), turn, "restore")
     return env
+
+
+def _reset(env: RehearsalEnv, reset: dict[str, Any], customer: Customer | None) -> Episode:
+    """The env reset as the checkpointed episode was (:func:`._replay.reset_checkpoint`): its seed, id and lineage."""
+    env.reset(seed=int(reset["seed"]))
+    episode = env.episode
+    episode.id = None if reset["episode_id"] is None else str(reset["episode_id"])
+    lineage = reset["lineage"]
+    episode.lineage = None if lineage is None else Lineage(str(lineage["parent_episode"]),
+                                                           int(lineage["parent_turn"]), lineage["kind"])
+    return episode
 
 
 def _world(name: str) -> World:
