@@ -162,3 +162,23 @@ def test_a_slow_query_on_the_shared_snapshot_never_holds_up_another_thread_s_rea
     assert not slow.private and not quick.private  # type: ignore[attr-defined]
     slow.close()
     quick.close()
+
+
+def test_a_check_never_runs_a_statement_the_application_prepared() -> None:
+    """Checks switch the connection's guard instead of setting an authorizer or toggling ``query_only`` (either
+    would make every cached statement compile again); their statements are still each prepared under the
+    read-only rule, however the application ran the same text before."""
+    from rehearsal_env.checks import CheckRefused
+
+    db = open_database(load_world("shop"))
+    delete = "DELETE FROM ticket_messages WHERE id = 3"
+    with db.transaction():
+        db.execute(delete)  # the application's statement, prepared without a rule, now in the cache
+        db.execute("INSERT INTO ticket_messages (id, ticket_id, author, body, created_at) "
+                   "VALUES (3, 1, 'agent', 'x', 'y')")
+    assert db.private
+    with pytest.raises(CheckRefused):
+        db._check(delete)  # the engine's layers alone (no parser): refused at prepare
+    assert db.query("SELECT COUNT(*) FROM ticket_messages WHERE id = 3") == [(1,)]
+    assert db._check("SELECT COUNT(*) FROM ticket_messages") > 0  # reading still reads
+    db.close()

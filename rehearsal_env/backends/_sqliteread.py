@@ -2,7 +2,8 @@
 
 :func:`reading` wraps one read-only statement on an env's connection:
 
-- ``PRAGMA query_only`` and an authorizer that denies every action but reading; for an
+- an authorizer that denies every action but reading (a check: the connection's :class:`Guard`
+  switched to that rule; an agent's query: ``PRAGMA query_only`` too); for an
   agent's query the authorizer also allows only the world's tables and the functions of
   :data:`ENGINE_FUNCTIONS` (SQLite's own names, checked when the statement is prepared,
   whatever spelling reached it);
@@ -122,6 +123,32 @@ def authorize_read_only(action: int, *_: Any) -> int:
     return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
 
 
+class Guard:
+    """A connection's one authorizer, whose rule is switched in place instead of replaced.
+
+    SQLite expires every prepared statement of a connection whenever its authorizer is set or a flag pragma
+    (``query_only``) changes, so a check run between a tool's statements (the goal checks a shaped reward profile
+    runs after every write, and at every reset) made each of them compile again at its next use: under
+    ``rl_turns`` the tools' reads took 1.8x as long as under ``rl``. With a guard installed once per connection, a
+    check switches :attr:`rule`, and nothing expires. Statements are authorized when they are prepared, so a
+    check's text runs with a mark appended (``sqlite.CHECK_MARK``): its statement is always one prepared under the
+    check's rule, never the application's statement of the same text from the cache. On a shared snapshot's
+    reader ``query_only`` is on for good (the connection is ``mode=ro`` too); on a private copy a check relies on
+    the parser and the rule, and a check that changed rows all the same makes the database unusable. Agents'
+    queries still set their own authorizer and ``query_only`` (their text is the agent's), and put the guard back.
+    """
+
+    __slots__ = ("rule",)
+
+    def __init__(self, rule: Callable[..., int] | None = None) -> None:
+        self.rule = rule
+        """The rule now (None: everything is allowed, the application's own statements on a private copy)."""
+
+    def __call__(self, action: int, *args: Any) -> int:
+        rule = self.rule
+        return sqlite3.SQLITE_OK if rule is None else rule(action, *args)
+
+
 def agent_authorizer(tables: Collection[str], hidden: Collection[str] = ()) -> Callable[..., int]:
     """Reading only, only ``tables`` (and the query's own WITH names), only :data:`ENGINE_FUNCTIONS`.
 
@@ -151,10 +178,16 @@ Ticker = tuple[Callable[[], int], int]
 @contextmanager
 def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout_s: float | None,
             limits: ReadLimits | None = None, restore: Ticker | None = None,
-            restore_authorizer: Callable[..., int] | None = None) -> Iterator[sqlite3.Connection]:
+            restore_authorizer: Callable[..., int] | None = None,
+            guard: Guard | None = None) -> Iterator[sqlite3.Connection]:
     """Run the block read-only, under ``authorizer``, ``limits`` and a deadline (see the module docstring);
     ``restore``: the connection's own progress handler, ``restore_authorizer`` its own authorizer (a shared
-    snapshot's reader has one), put back afterwards. Yields ``conn``."""
+    snapshot's reader has one), put back afterwards. ``guard``: the connection's :class:`Guard`, whose rule is
+    switched instead of the authorizer being set (no ``limits`` then: a check's, the world's own text).
+    Yields ``conn``."""
+    if guard is not None:
+        yield from _guarded(conn, guard, authorizer, timeout_s, restore)
+        return
     saved: dict[int, int] = {}
     cache: int | None = None
     if restore_authorizer is not None:
@@ -164,6 +197,7 @@ def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout
         conn.execute(f"PRAGMA cache_size = {-max(1, limits.cache_bytes >> 10)}")
         for field, limit_id in _LIMIT_IDS.items():
             saved[limit_id] = conn.setlimit(limit_id, getattr(limits, field))
+    was_query_only = conn.execute("PRAGMA query_only").fetchone()[0]  # a reader's stays on
     conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(authorizer)
     if timeout_s is not None:
@@ -176,11 +210,31 @@ def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout
         for limit_id, old in saved.items():
             conn.setlimit(limit_id, old)
         conn.set_authorizer(None)
-        conn.execute("PRAGMA query_only = OFF")
+        if not was_query_only:
+            conn.execute("PRAGMA query_only = OFF")
         if cache is not None:
             conn.execute(f"PRAGMA cache_size = {int(cache)}")
         if restore_authorizer is not None:
             conn.set_authorizer(restore_authorizer)  # last: it expires every statement prepared without it
+
+
+def _guarded(conn: sqlite3.Connection, guard: Guard, authorizer: Callable[..., int], timeout_s: float | None,
+             restore: Ticker | None) -> Iterator[sqlite3.Connection]:
+    """A check under the guard: its rule switched, a deadline. ``PRAGMA query_only`` is not toggled here: a flag
+    pragma expires every prepared statement of the connection just as setting an authorizer does (SQLite adds
+    ``OP_Expire``), which was the whole cost of a check between a tool's statements. A shared snapshot's reader is
+    read-only already (``mode=ro``, ``query_only`` set once, its guard's own rule reading only); on a private copy
+    the check's text is one read-only statement by the parser and reading only by the rule."""
+    own = guard.rule
+    guard.rule = authorizer
+    if timeout_s is not None:
+        deadline = time.monotonic() + timeout_s
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
+    try:
+        yield conn
+    finally:
+        conn.set_progress_handler(*(restore or (None, 0)))
+        guard.rule = own
 
 
 def fetch_capped(cursor: sqlite3.Cursor, max_rows: int, max_bytes: int) -> list[Row]:

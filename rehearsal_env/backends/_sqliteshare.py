@@ -33,7 +33,7 @@ from typing import Any
 from ._database import Row
 from ._sqlitepages import SnapshotFile
 from ._sqlitepages import available as pages_available
-from ._sqliteread import PROGRESS_STEPS, Ticker, authorize_read_only
+from ._sqliteread import PROGRESS_STEPS, Guard, Ticker, authorize_read_only
 
 _NAMES = itertools.count()
 _PRIVATE_ONLY = frozenset({sqlite3.SQLITE_AUTH, sqlite3.SQLITE_READONLY})
@@ -51,10 +51,13 @@ class Reader:
         self.conn = sqlite3.connect(f"file:{name}?vfs=memdb&mode=ro", uri=True, isolation_level=None,
                                     check_same_thread=False)
         self.conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
+        self.conn.execute("PRAGMA query_only = ON")  # once: toggling a flag pragma expires every statement
         self.deadline = math.inf
         self.ticker: Ticker = (self._past_deadline, PROGRESS_STEPS)
         self.conn.set_progress_handler(*self.ticker)
-        self.conn.set_authorizer(authorize_read_only)
+        self.guard = Guard(authorize_read_only)
+        """The connection's authorizer: reading only, switched in place by a check (:class:`._sqliteread.Guard`)."""
+        self.conn.set_authorizer(self.guard)
 
     def _past_deadline(self) -> int:
         return int(time.monotonic() > self.deadline)

@@ -14,7 +14,8 @@ sessions that only read cost no copy of the world; a session costs its written p
 from its first write to its next reset (:data:`SHARE_SNAPSHOTS` turns sharing off).
 
 Checks and agents' queries run read-only within bounds (:mod:`._sqliteread`):
-``PRAGMA query_only``, an authorizer that denies every action but reading (for an
+``PRAGMA query_only`` (for checks: on the shared snapshot's reader, for good), an authorizer
+that denies every action but reading (for checks, the connection's guard switched to that rule; for an
 agent: only the world's tables and an allow-list of functions), SQLite's own size
 limits, a deadline, a per-connection bound on the memory of sorters and temporary
 tables (they spill to temporary files) and on the bytes fetched, on top of the
@@ -45,6 +46,7 @@ from ._sqlitepages import PageCopy, attach_pages
 from ._sqliteread import (
     AGENT_LIMITS,
     PROGRESS_STEPS,
+    Guard,
     ReadLimits,
     Ticker,
     agent_authorizer,
@@ -60,6 +62,10 @@ from ._sqlitesnapshot import TOUCHED, shared_snapshot
 
 CHECK_TIMEOUT_S = 5.0
 """A check running longer than this is stopped (it errors), as PostgreSQL's ``statement_timeout``."""
+
+CHECK_MARK = "\n/* a rehearsal check */"
+"""Appended to a check's text: its statement is prepared under the check's rule, never shared through the statement
+cache with an application statement of the same text."""
 
 SHARE_SNAPSHOTS = os.environ.get("REHEARSAL_SQLITE_SHARE_SNAPSHOTS", "1") != "0"
 """Whether databases read the process's shared snapshot until their first write (False, or the environment
@@ -84,6 +90,9 @@ class SQLiteDatabase:
         """The private copy's pages, when it is copied on write by page."""
         self._kept: sqlite3.Connection | None = None
         """The connection of the last copy, without a database, kept for the next one."""
+        self._guard = Guard()
+        """The private copy's authorizer (allowing everything but while a check runs; :class:`._sqliteread.Guard`),
+        installed once on its connection, kept with it."""
         self._in_transaction = False
         self._changes_at_begin: int | None = None
         self._generation = 0
@@ -119,6 +128,7 @@ class SQLiteDatabase:
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute("PRAGMA temp_store = FILE")  # sorters and temporary tables spill past cache_size
                 conn.set_progress_handler(*self._ticker)
+                conn.set_authorizer(self._guard)
             self._copy_snapshot(conn)
             if self._in_transaction:
                 conn.execute("BEGIN")
@@ -240,18 +250,32 @@ class SQLiteDatabase:
 
     def _reading(self, authorizer: Callable[..., int], timeout_s: float,
                  limits: ReadLimits | None = None) -> AbstractContextManager[sqlite3.Connection]:
-        """The connection to read from (the private copy, else this thread's reader) under :func:`reading`."""
+        """The connection to read from (the private copy, else this thread's reader) under :func:`reading`: a check
+        (no ``limits``) switches the connection's guard, an agent's query sets its own authorizer."""
         if self._conn is not None:
-            return reading(self._conn, authorizer, timeout_s=timeout_s, limits=limits, restore=self._ticker)
-        reader = self._reader()
-        return reading(reader.conn, authorizer, timeout_s=timeout_s, limits=limits, restore=reader.ticker,
-                       restore_authorizer=authorize_read_only)
+            conn, ticker, guard = self._conn, self._ticker, self._guard
+        else:
+            reader = self._reader()
+            conn, ticker, guard = reader.conn, reader.ticker, reader.guard
+        if limits is None:
+            return reading(conn, authorizer, timeout_s=timeout_s, restore=ticker, guard=guard)
+        return reading(conn, authorizer, timeout_s=timeout_s, limits=limits, restore=ticker, restore_authorizer=guard)
 
     def _check(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run a check's text read-only under the check deadline (no parsing: the engine's layers alone)."""
+        """Run a check's text read-only under the check deadline (no parsing: the engine's layers alone).
+
+        The text runs with :data:`CHECK_MARK` appended, so that its statement is prepared under the check's rule
+        and never taken from the statement cache as one the application prepared with the same text (see
+        :class:`._sqliteread.Guard`); a check that changed a row all the same makes the database unusable.
+        """
         try:
             with self._reading(authorize_read_only, CHECK_TIMEOUT_S) as conn:
-                rows = conn.execute(sql, tuple(params)).fetchall()
+                changes = conn.total_changes
+                rows = conn.execute(sql + CHECK_MARK, tuple(params)).fetchall()
+                if conn.total_changes != changes:
+                    self._lost = "a check changed rows (every layer that keeps checks read-only was passed)"
+                    raise CheckRefused(f"the check tried to do more than read: it changed "
+                                       f"{conn.total_changes - changes} rows; the database is no longer used")
         except sqlite3.DatabaseError as exc:
             if refused(exc):
                 raise CheckRefused(f"the check tried to do more than read: {exc}") from exc
