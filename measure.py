@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from rehearsal_env.measure import (
+    NoisePlan,
     ProvenanceMismatch,
     RunError,
     adaptive_study,
@@ -39,19 +40,23 @@ from rehearsal_env.measure import (
     format_adaptive,
     format_comparison,
     format_coverage,
+    format_noise,
     format_report,
     format_sequential,
     load_run,
+    noise_of_run,
+    noise_shares,
     parse_prices,
     plot_cost_reliability,
+    plot_noise,
     plot_runs,
     select_agent,
     sequential_study,
+    simulated_branches,
     summarize,
     to_json,
+    true_shares,
 )
-from rehearsal_env.measure._noise import format_noise, noise_shares, plot_noise, simulated_branches, true_shares
-from rehearsal_env.measure._noiserun import NoisePlan, noise_of_run
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,8 +19,7 @@ import pytest
 from rehearsal_env.agents import AgentProfile, Endpoint, ModelCustomer, OpenAIAgent, Sampling
 from rehearsal_env.agents.testing import ModelServer, Sampled
 from rehearsal_env.env import RehearsalEnv
-from rehearsal_env.measure._noise import noise_shares
-from rehearsal_env.measure._noiserun import NoisePlan, noise_of_run
+from rehearsal_env.measure import NoisePlan, noise_of_run, noise_shares
 from rehearsal_env.runner import RunConfig, run
 from rehearsal_env.worlds import World, load_world
 

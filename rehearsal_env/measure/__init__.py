@@ -36,6 +36,7 @@ from ._intervals import (
     wilson,
 )
 from ._load import AgentRun, RunError, ScenarioEpisodes, load_run, select_agent
+from ._noise import NoisePlan, Share, format_noise, noise_shares, plot_noise, simulated_branches, true_shares
 from ._paired import PairedTest, mcnemar_exact, paired_t, sign_flip
 from ._passk import PassK, pass_all, pass_any, pass_k_table
 from ._reliability import CategoryComparison, CategoryRate, category_comparisons, category_rates, consistency, holm
@@ -75,6 +76,14 @@ def compare_sequentially(config_a: Any, config_b: Any, out: str | Path, **option
     return play(config_a, config_b, out, **options)
 
 
+def noise_of_run(run_dir: str, **options: Any) -> dict[str, Any]:
+    """The branch outcomes that split the noise of the run in ``run_dir`` by source (forked resamples of its
+    episodes; see :func:`._noiserun.noise_of_run` for the options). The runner is imported on first use."""
+    from ._noiserun import noise_of_run as play
+
+    return play(run_dir, **options)
+
+
 def plot_cost_reliability(reports: list[AgentReport], path: str | Path) -> Path:
     """Draw several checkpoints' cost against accuracy (Pareto front marked) and pass^k into a PNG."""
     from ._costplot import plot_cost_reliability as draw
@@ -83,6 +92,14 @@ def plot_cost_reliability(reports: list[AgentReport], path: str | Path) -> Path:
 
 
 __all__ = [
+    "NoisePlan",
+    "Share",
+    "format_noise",
+    "noise_of_run",
+    "noise_shares",
+    "plot_noise",
+    "simulated_branches",
+    "true_shares",
     "A_HIGHER",
     "B_HIGHER",
     "DISAGREE",

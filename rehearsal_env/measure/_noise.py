@@ -31,6 +31,30 @@ INFRASTRUCTURE = "infrastructure"
 """The not-scored branches' share."""
 
 
+MAX_BRANCHES = 64
+"""Most branches per source and base."""
+MAX_FORK_TURN = 200
+"""Latest turn to fork at."""
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """How many forked resamples to play, and where."""
+
+    branches: int = 4
+    """Branches per source and base episode (at least 2: a variance needs two)."""
+    fork_turn: int = 0
+    """The turn after which the branches part (0: right after reset, before the agent's first call)."""
+    seed: int = 0
+    """Seeds every branch's resampled seeds (numpy's ``default_rng([seed, base, source, branch])``)."""
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.branches <= MAX_BRANCHES:
+            raise ValueError(f"expected 2 to {MAX_BRANCHES} branches per source, got {self.branches}")
+        if not 0 <= self.fork_turn <= MAX_FORK_TURN:
+            raise ValueError(f"expected a fork turn from 0 to {MAX_FORK_TURN}, got {self.fork_turn}")
+
+
 @dataclass(frozen=True)
 class Share:
     """One source's share of the outcome variance, with its 95% bootstrap interval."""

@@ -22,39 +22,16 @@ Nothing here is a record of the run: forks are never evidence about the agent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ..backends import open_database
+from ..backends import Database, open_database
 from ..env import RehearsalEnv
 from ..runner import EpisodeSpec, ResolvedRun, load_config, load_plan, resolve, take_turn
 from ..verdict import Outcome
-from ._noise import ALL, SOURCES
-
-MAX_BRANCHES = 64
-"""Most branches per source and base."""
-MAX_FORK_TURN = 200
-"""Latest turn to fork at."""
-
-
-@dataclass(frozen=True)
-class NoisePlan:
-    """How many forked resamples to play, and where."""
-
-    branches: int = 4
-    """Branches per source and base episode (at least 2: a variance needs two)."""
-    fork_turn: int = 0
-    """The turn after which the branches part (0: right after reset, before the agent's first call)."""
-    seed: int = 0
-    """Seeds every branch's resampled seeds (numpy's ``default_rng([seed, base, source, branch])``)."""
-
-    def __post_init__(self) -> None:
-        if not 2 <= self.branches <= MAX_BRANCHES:
-            raise ValueError(f"expected 2 to {MAX_BRANCHES} branches per source, got {self.branches}")
-        if not 0 <= self.fork_turn <= MAX_FORK_TURN:
-            raise ValueError(f"expected a fork turn from 0 to {MAX_FORK_TURN}, got {self.fork_turn}")
+from ._noise import ALL, SOURCES, NoisePlan
 
 
 def noise_branches(run: ResolvedRun, bases: Sequence[EpisodeSpec], plan: NoisePlan,
@@ -82,7 +59,7 @@ def noise_branches(run: ResolvedRun, bases: Sequence[EpisodeSpec], plan: NoisePl
     return out
 
 
-def _branch_base(run: ResolvedRun, db: Any, spec: EpisodeSpec, b: int, plan: NoisePlan,
+def _branch_base(run: ResolvedRun, db: Database, spec: EpisodeSpec, b: int, plan: NoisePlan,
                  out: dict[str, np.ndarray]) -> None:
     env = run.env(db, spec.scenario)
     agent: Any = run.agent(env.scenario)
