@@ -313,6 +313,49 @@ def test_a_trl_rollout_reads_byte_for_byte_what_the_openai_agent_sends() -> None
     assert agent.conversation.tools == [t.schema() for t in world.tools_for(scenario.role).values()]
 
 
+def test_a_grpo_trainer_renders_the_prompt_the_served_agent_sends() -> None:
+    """TRL renders an environment's tools from its methods (alphabetical, without ``additionalProperties``);
+    ``render_as_served`` makes a real GRPOTrainer's prompt the served agent's, byte for byte: the system message,
+    the opening and the world's tool schemas in the world's order, in the same chat template. (Without it,
+    learn.py's SFT model, which called run_sql first on every served episode, never called it in a GRPO rollout.)"""
+    trl = _require("trl")
+    from trainer_parity import chatml_tokenizer
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from trl.chat_template_utils import qwen3_chat_template
+
+    from rehearsal_env.agents import given_for
+    from rehearsal_env.integrations.trl import render_as_served
+
+    world = load_world("analytics")
+    scenario = world.scenarios("train")[0]
+    served = [t.schema() for t in world.tools_for(scenario.role).values()]
+    tokenizer = chatml_tokenizer(qwen3_chat_template)
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                         head_dim=8, pad_token_id=tokenizer.pad_token_id))
+    rows = [r for r in dataset_rows(world, "train") if r["scenario"] == scenario.id]
+    rows[0]["prompt"][0]["content"] = given_for("", world, scenario)["system"][1]
+    from datasets import Dataset
+
+    trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=Dataset.from_list(rows),
+                              environment_factory=environment_class(world, "train", out=None),
+                              args=trl.GRPOConfig(output_dir="grpo", max_steps=1, num_generations=2,
+                                                  per_device_train_batch_size=2, report_to="none", use_cpu=True))
+    names = [t["function"]["name"] if isinstance(t, dict) else t.__name__ for t in trainer._env_tools[None]]
+    assert names == sorted(names) and names != [t["function"]["name"] for t in served]  # TRL's own rendering
+    render_as_served(trainer)
+    assert trainer._env_tools[None] == served
+    opening = environment_class(world, "train", out=None)().reset(**rows[0])
+    conversation = [rows[0]["prompt"][0], {"role": "user", "content": rows[0]["prompt"][1]["content"] + opening}]
+    trainer._batch_environments = [None]  # what TRL sets per batch, then renders each prompt with (its own path)
+    rendered = trainer._tokenize_prompts([conversation])[0][0]
+    sent: Any = tokenizer.apply_chat_template(conversation, tools=served, tokenize=True, add_generation_prompt=True,
+                                              return_dict=True)
+    assert list(rendered) == list(sent["input_ids"])
+    with pytest.raises(TypeError, match="environment_factory"):
+        render_as_served(object())
+
+
 def _rollout(profile: str, scenario_id: str, agent: str) -> tuple[Any, float | None]:
     """One rollout of a world class under ``profile`` as TRL plays it: reset, the tools the agent calls, get_reward."""
     world_name, _, bare = scenario_id.partition("/")

@@ -26,7 +26,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 import rehearsal_env
 from rehearsal_env.agents import given_for
-from rehearsal_env.integrations.trl import dataset_rows, environment_class, turn_progress
+from rehearsal_env.integrations.trl import dataset_rows, environment_class, render_as_served, turn_progress
 from rehearsal_env.measure import load_run, summarize
 
 ARMS = {"outcome": "sft+grpo", "turns": "sft+grpo-turns"}
@@ -71,6 +71,7 @@ def run_grpo(arm: str, model: Any, tokenizer: Any, world: rehearsal_env.World, t
                         report_to="none", use_cpu=args.device == "cpu", bf16=args.device == "cuda", seed=args.seed,
                         max_tool_calling_iterations=turn_limit, temperature=args.grpo_temperature,
                         reward_weights=[args.progress_weight] if turns else None))
+    render_as_served(trainer)  # the tools as the served agent sends them (TRL's own rendering differs)
     versions.trainer = trainer
     trainer.train()
     envs: list[Any] = trainer.environments or []

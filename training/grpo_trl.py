@@ -19,7 +19,6 @@ smoke proves the plumbing, not learning.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import sys
@@ -35,7 +34,7 @@ from trl.chat_template_utils import add_response_schema, parse_response, qwen3_c
 import measure
 import rehearsal_env
 from rehearsal_env.integrations import STOPPED_REASON, opening_text, system_prompt, tool_text
-from rehearsal_env.integrations.trl import dataset, environment_class
+from rehearsal_env.integrations.trl import dataset, environment_class, render_as_served
 from rehearsal_env.runner import RunConfig, run
 
 
@@ -90,8 +89,7 @@ def teach_one_tool_call(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerF
     """Fit the tiny model to answer the prompts of ``rows`` with one tool call, so that its rollouts run TRL's tool
     loop (our generated methods, their results, get_reward) instead of stopping at once. Returns the tool taught:
     the first one that needs no argument, else ``give_up``."""
-    methods = [getattr(environment, name) for name, _ in inspect.getmembers(type(environment), inspect.isfunction)
-               if not name.startswith("_") and name not in ("reset", "get_reward")]  # the tools, as TRL finds them
+    schemas = list(environment.tool_schemas)  # the tools as the served agent sends them (render_as_served below)
     tools = environment.world.tools_for(environment.world.scenario(rows[0]["scenario"]).role)
     tool = next((name for name, t in tools.items() if not t.parameters["required"]), "give_up")
     arguments = {} if tool != "give_up" else {"reason": "smoke"}
@@ -100,7 +98,7 @@ def teach_one_tool_call(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerF
     examples = []
     for row in rows:
         messages = [row["prompt"][0], {"role": "user", "content": environment.reset(**row)}]
-        rendered: Any = tokenizer.apply_chat_template(messages, tools=methods, add_generation_prompt=True,
+        rendered: Any = tokenizer.apply_chat_template(messages, tools=schemas, add_generation_prompt=True,
                                                       tokenize=True, return_dict=True)
         prompt: list[int] = list(rendered["input_ids"])
         examples.append((torch.tensor([prompt + target]), torch.tensor([[-100] * len(prompt) + target])))
@@ -190,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                              world.scenarios("train")))
     trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer, train_dataset=train,
                           environment_factory=Environment)
+    render_as_served(trainer)  # the tools as the served agent sends them (TRL's rendering of the methods differs)
     trainer.train()
     logs = [h for h in trainer.state.log_history if "reward" in h]
     print(f"trained {trainer.state.global_step} step(s); mean reward per step: "

@@ -65,6 +65,9 @@ class ToolEnvironment:
     """The agent's name on the records."""
     agent_version: str = "unversioned"
     """The agent's version on the records (e.g. the run's checkpoint)."""
+    tool_schemas: tuple[dict[str, Any], ...] = ()
+    """The tools as the served ``openai`` agent sends them: the world's schemas, in the world's order (TRL renders
+    its own from the methods unless :func:`render_as_served` is applied to the trainer)."""
 
     def __init__(self) -> None:
         self._session = Session(self.world, profile=self.profile, backend=self.backend, stress=self.stress,
@@ -142,7 +145,8 @@ def _class_name(world: World, suffix: str = "") -> str:
 def _make_class(world: World, split: Split | None, profile: str | None, tools: dict[str, Tool], name: str,
                 backend: str, stress: bool, recording: dict[str, Any]) -> type[ToolEnvironment]:
     body: dict[str, Any] = {"world": world, "split": split, "profile": profile, "backend": backend,
-                            "stress": stress, **recording, "__doc__": f"World {world.name!r} as a TRL environment "
+                            "stress": stress, **recording, "tool_schemas": tuple(t.schema() for t in tools.values()),
+                            "__doc__": f"World {world.name!r} as a TRL environment "
                             f"({', '.join(tools)})."}
     for tool in tools.values():
         if tool.name in _TAKEN:
