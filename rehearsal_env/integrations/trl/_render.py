@@ -5,8 +5,8 @@ each, in alphabetical order (``inspect.getmembers``), with no ``"additionalPrope
 ``"required"``. The ``openai`` agent sends the world's own schemas in the world's order. A small model reads the
 difference: the SmolLM2-135M of ``training/learn.py``, fine-tuned on the served rendering, called ``run_sql`` first
 in 161 of 206 served evaluation episodes and never in 64 GRPO rollouts (TRL's rendering, where ``ask_customer``
-comes first), so every rollout was rewarded 0 (docs/learning.md). :func:`render_as_served` replaces the one map TRL renders
-prompts and parses replies from (``_env_tools``: environment name -> tools) with each class's
+comes first), so every rollout was rewarded 0 (docs/learning.md). :func:`render_as_served` replaces the one map
+TRL renders prompts and parses replies from (``_env_tools``: environment name -> tools) with each class's
 :attr:`~._environment.ToolEnvironment.tool_schemas`; the methods still carry out the calls (TRL looks them up by
 name on the rollout's environment instance).
 """
