@@ -33,8 +33,8 @@ from ._customer import Customer
 from ._delta import capture_delta
 from ._episode import Episode
 from ._fork import copy_database, give_back, spare_database
+from ._given import input_of, raised_of
 from ._lineage import Lineage, new_episode_id
-from ._replay import input_of, raised_of
 from ._state import copy_rng, episode_state, load_episode_state, rng_state
 
 CHARSET = "".join(chr(c) for c in range(32, 127))

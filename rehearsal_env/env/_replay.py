@@ -34,31 +34,12 @@ OBSERVATION_DIGEST_HEX = 32
 """Hex digits of an observation's SHA-256 a turn record keeps (128 bits)."""
 REPLAY_EVERY = 128
 """Turns between two full checkpoints of a chain of turn records (a restore replays at most this many turns)."""
-MAX_KEPT_CHARS = 1 << 20
-"""Longest input a turn record keeps (a longer one makes the chain take a full checkpoint)."""
-
-
 class Raised(Exception):
     """A policy's exception as a turn record keeps it: the env reads only its type's name and its message."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-def input_of(action: Any) -> str | None:
-    """What a turn record keeps of an input to ``step`` (None: it cannot be kept: not text, or too long)."""
-    return action if isinstance(action, str) and len(action) <= MAX_KEPT_CHARS else None
-
-
-def raised_of(error: BaseException) -> tuple[str, str] | None:
-    """What a turn record keeps of a policy's exception: its type's name and its message (None: not keepable)."""
-    try:
-        message = str(error)
-    except Exception:  # a hostile __str__: the env's own record of it decides; this turn is not kept
-        return None
-    name = type(error).__name__
-    return (name, message) if len(message) + len(name) <= MAX_KEPT_CHARS else None
 
 
 def replayable(episode: Episode) -> bool:
