@@ -208,3 +208,16 @@ def test_a_chain_takes_a_full_checkpoint_every_k_turns_and_for_a_new_episode() -
     with pytest.raises(ValueError, match="every >= 1"):
         CheckpointChain(env, every=0)
     env.close()
+
+
+def test_an_episode_reset_without_a_seed_is_not_kept_as_a_reset() -> None:
+    env = rehearsal_env.make("shop/refund-item-0001")
+    env.reset(seed=3)
+    env.reset()  # continues the generator's state: no seed to reset to
+    chain = CheckpointChain(env, replay=True)
+    full, data = chain.take()
+    assert full and "reset" not in decode(data, env.world).payload
+    env.reset(seed=4)
+    chain = CheckpointChain(env, replay=True)
+    assert "reset" in decode(chain.take()[1], env.world).payload
+    env.close()

@@ -127,6 +127,8 @@ class RehearsalEnv(gym.Env[str, str]):
         self._closed = False
         self._spare_db = False
         """Whether the database came from the spares of forks (closing the env gives it back; :mod:`._fork`)."""
+        self._reset_seed: int | None = None
+        """The seed the current episode was reset with (None: reset without one, its random state continued)."""
         self._given: Any = None
         """What the last turn was given, as a chain's turn record keeps it (:mod:`._replay`; None: not keepable)."""
         self.tools = self.world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
@@ -152,6 +154,7 @@ class RehearsalEnv(gym.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
+        self._reset_seed = seed
         self._closed = False
         self.db.reset()
         begin = getattr(self._customer, "begin_episode", None)

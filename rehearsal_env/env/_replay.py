@@ -64,7 +64,7 @@ def reset_checkpoint(env: RehearsalEnv) -> bytes | None:
     reset's seed, which a restore resets with before it takes the turn records again (None: the episode is past
     its reset, or was reset without a seed, so its random state cannot be reset to)."""
     episode = env.episode
-    seed = env._np_random_seed
+    seed = env._reset_seed  # not the generator's last seed: a reset without one continues the old state
     if episode.turn != 0 or episode.trace or seed is None or not replayable(episode):
         return None
     header = {"world": env.world.name, "world_version": version_of(env.world),
