@@ -189,3 +189,36 @@ def test_a_killed_ray_worker_mid_write_is_continued_by_its_replacement(
     calls = (tmp_path / "calls").read_text().splitlines().count("refund-item-0004")
     assert calls == _turns_of(uninterrupted, "refund-item-0004")
     print(json.dumps({"killed": "refund-item-0004", "agent_calls": calls}))
+
+
+def test_a_log_whose_turns_do_not_replay_is_played_again_from_the_start(tmp_path: Path) -> None:
+    """A chain of turn records that a restore refuses (here: a validly chained record whose observation digest is
+    not what the turn gives, as a world that is not deterministic would make) never stops the run: the episode is
+    played again from its reset."""
+    import pickle
+
+    from rehearsal_env.backends import open_database
+    from rehearsal_env.env import CheckpointChain
+    from rehearsal_env.env._checkpoint import DELTA_MAGIC, delta_record, read_header
+    from rehearsal_env.runner import EpisodeSpec, resolve
+    from rehearsal_env.runner._checkpoints import EpisodeCheckpoints, play_resumable
+
+    run_ = resolve(RunConfig(world="shop", agent="reference", scenarios=("refund-item-0001",), stress=False))
+    spec = EpisodeSpec("refund-item-0001", 0, 0)
+    env = run_.env(open_database(run_.world), spec.scenario)
+    agent = run_.agent(env.scenario)
+    observation, info = env.reset(seed=0)
+    chain = CheckpointChain(env, replay=True)
+    _, full = chain.take()
+    observation, _, _, _, info = env.step(agent(observation, info))
+    _, record = chain.take()
+    body = json.loads(record[len(DELTA_MAGIC) + 4:-32])
+    body["observation"] = "0" * len(body["observation"])
+    forged, _ = delta_record(bytes.fromhex(read_header(full)["digest"]), json.dumps(body).encode())
+    files = EpisodeCheckpoints(tmp_path, spec)
+    files._append(b"S", pickle.dumps({"env": full + forged, "agent": cloudpickle.dumps(agent),
+                                       "observation": observation, "info": {k: v for k, v in info.items()}}))
+    files.close()
+    done = play_resumable(run_, run_.env(open_database(run_.world), spec.scenario), spec, tmp_path)
+    assert done.outcome == "verified" and len(done.trace) == len(env.scenario.reference.calls)
+    env.close()

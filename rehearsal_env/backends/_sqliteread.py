@@ -200,9 +200,7 @@ def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout
     was_query_only = conn.execute("PRAGMA query_only").fetchone()[0]  # a reader's stays on
     conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(authorizer)
-    if timeout_s is not None:
-        deadline = time.monotonic() + timeout_s
-        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
+    _set_deadline(conn, timeout_s)
     try:
         yield conn
     finally:
@@ -218,6 +216,13 @@ def reading(conn: sqlite3.Connection, authorizer: Callable[..., int], *, timeout
             conn.set_authorizer(restore_authorizer)  # last: it expires every statement prepared without it
 
 
+def _set_deadline(conn: sqlite3.Connection, timeout_s: float | None) -> None:
+    """Stop the connection's statement once ``timeout_s`` have passed (None: no deadline)."""
+    if timeout_s is not None:
+        deadline = time.monotonic() + timeout_s
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
+
+
 def _guarded(conn: sqlite3.Connection, guard: Guard, authorizer: Callable[..., int], timeout_s: float | None,
              restore: Ticker | None) -> Iterator[sqlite3.Connection]:
     """A check under the guard: its rule switched, a deadline. ``PRAGMA query_only`` is not toggled here: a flag
@@ -227,9 +232,7 @@ def _guarded(conn: sqlite3.Connection, guard: Guard, authorizer: Callable[..., i
     the check's text is one read-only statement by the parser and reading only by the rule."""
     own = guard.rule
     guard.rule = authorizer
-    if timeout_s is not None:
-        deadline = time.monotonic() + timeout_s
-        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_STEPS)
+    _set_deadline(conn, timeout_s)
     try:
         yield conn
     finally:

@@ -47,7 +47,7 @@ import cloudpickle
 
 from ..agents import Policy
 from ..backends import DatabaseError
-from ..env import CheckpointChain, RehearsalEnv, failure, restore
+from ..env import CheckpointChain, CheckpointError, RehearsalEnv, failure, restore
 from ..records import EpisodeRecord
 from ..verdict import NotScoredCause, NotScoredError
 from ._plan import EpisodeSpec
@@ -200,8 +200,12 @@ def _play_logged(run: ResolvedRun, env: RehearsalEnv, spec: EpisodeSpec, files: 
         pending = None
     else:
         state, pending = saved
-        env = restore(state["env"], world=run.world, backend=run.config.backend,
-                      customer=run.customer(env.scenario), resume=True, **run.config.backend_options)
+        try:
+            env = restore(state["env"], world=run.world, backend=run.config.backend,
+                          customer=run.customer(env.scenario), resume=True, **run.config.backend_options)
+        except CheckpointError:  # e.g. a turn that replayed otherwise (a world that is not deterministic)
+            files.clear()
+            return _play_logged(run, env, spec, files)  # played again from its start, as an unpicklable agent
         agent = pickle.loads(state["agent"])
         observation, info = state["observation"], state["info"]
         if pending is not None and pending["turn"] != env.episode.turn + 1:
