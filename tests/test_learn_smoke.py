@@ -39,7 +39,8 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENI
 
 
 def _learn(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--world", "analytics", "--out", str(out), *extra],
+    return subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--world", "analytics", "--out", str(out),
+                           "--grpo-scenarios", "learnable", "--learnable-samples", "2", *extra],
                           capture_output=True, text=True, timeout=1200, env=ENV)
 
 
@@ -71,13 +72,20 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
             assert all(r.model_calls for r in records), "the served model was never called"
     versions = {f: {r.agent_version for s in ("dev", "holdout") for r in read_records(tmp_path / f"{s}-{f}")}
                 for f in arms}
-    assert versions == {"base": {"v1"}, "improve": {"v2"}, "sft": {"v3"}, "sft-grpo": {"v4"},
-                        "sft-grpo-turns": {"v5"}}, versions
+    # v4: the SFT weights sampled at GRPO's temperature, which played train for the learnability filter
+    assert versions == {"base": {"v1"}, "improve": {"v2"}, "sft": {"v3"}, "sft-grpo": {"v5"},
+                        "sft-grpo-turns": {"v6"}}, versions
+    probe = read_records(tmp_path / "train-sft-probe")
+    assert len(probe) == 2 * 2 and {r.split for r in probe} == {"train"} and {r.agent_version for r in probe} == {"v4"}
     lineage = json.loads((tmp_path / "profiles" / ".lineage" / "learn-analytics" / "v2.json").read_text())
     assert lineage["parent_version"] == 1 and lineage["lessons"], lineage  # improve's lessons, from dev-base
     base_sha = (tmp_path / "dev-base" / "weights.sha256").read_text()
     assert base_sha != (tmp_path / "dev-sft" / "weights.sha256").read_text(), "SFT left the weights unchanged"
     report = json.loads((tmp_path / "report.json").read_text())
+    kept = report["grpo_scenarios"]["kept"]  # GRPO's scenarios: those whose 2 samples differed in reward
+    assert set(report["grpo_scenarios"]["rewards"]) == {r.scenario for r in probe}
+    assert all((len(set(v)) > 1) == (s in kept) for s, v in report["grpo_scenarios"]["rewards"].items())
+    assert "GRPO's scenarios (learnability filter on train, 2 samples each at " in out
     assert [d["arm"] for d in report["dev"]] == ["base", "improve", "sft", "sft+grpo", "sft+grpo-turns"]
     assert report["holdout_reads"] == 1 and report["paired"] is not None
     # the learning table: each comparison with difference, interval, p, floor and the yes/no of the goal
@@ -127,5 +135,5 @@ def test_every_phase_runs_and_holdout_is_read_once(tmp_path: Path) -> None:
     assert "HOLDOUT READ 2 TIMES" in done.stdout and "verified rate" in done.stdout
     records = read_records(tmp_path / "holdout-sft-grpo-repeats3")
     assert len(records) == 6 and {r.repeat for r in records} == {0, 1, 2}
-    assert {r.agent_version for r in records} == {"v4"}  # the weights the arm played, not a new version
+    assert {r.agent_version for r in records} == {"v5"}  # the weights the arm played, not a new version
     assert json.loads((tmp_path / "holdout-read.json").read_text())["reads"] == 2

@@ -58,6 +58,7 @@ from datasets import Dataset
 from gguf_export import export_gguf
 from grpo_arms import ARMS as GRPO_ARMS
 from grpo_arms import curve_lines, reward_curve, run_grpo
+from learnability import Learnable, learnable
 from preregistration import apply_config, category, record_reading
 from serve_model import served
 from sft_data import reference_conversations, sft_examples
@@ -94,6 +95,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--grpo-temperature", type=float, default=1.0, help="sampling temperature of GRPO's rollouts")
     p.add_argument("--progress-weight", type=float, default=0.5,
                    help="weight of turn_progress beside the end reward (weight 1) in the per-turn GRPO arm")
+    p.add_argument("--grpo-scenarios", default="all", choices=("all", "learnable"),
+                   help="GRPO's train scenarios: all, or those whose SFT samples differ in reward (learnability.py)")
+    p.add_argument("--learnable-samples", type=int, default=4,
+                   help="samples of each train scenario that the learnability filter plays (at GRPO's temperature)")
     p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--max-completion-length", type=int, default=512)
     p.add_argument("--train-scenarios", type=int, default=0, help="train scenarios used (0: all)")
@@ -147,14 +152,16 @@ def file_sha(path: Path) -> str:
 
 
 def arm_profile(store: ProfileStore, world: rehearsal_env.World, arm: str, gguf: Path,
-                args: argparse.Namespace) -> AgentProfile:
+                args: argparse.Namespace, temperature: float | None = None) -> AgentProfile:
     """The registered profile version of ``arm`` (the version with the same content when there is one, so holdout
-    plays the version dev played): its model name carries the GGUF's SHA-256."""
+    plays the version dev played): its model name carries the GGUF's SHA-256. ``temperature`` replaces the
+    evaluations' (the learnability probe samples at GRPO's)."""
     sha = file_sha(gguf)
     base = "tiny-llama" if args.smoke else "smollm2-135m"
     profile = AgentProfile(
         name=f"learn-{world.name}", model=f"{base}-{WEIGHTS[arm]}@sha256:{sha[:16]}",
-        sampling=Sampling(temperature=args.eval_temperature, seed=args.seed, max_tokens=args.eval_max_new_tokens),
+        sampling=Sampling(temperature=args.eval_temperature if temperature is None else temperature, seed=args.seed,
+                          max_tokens=args.eval_max_new_tokens),
         max_model_calls=args.max_model_calls or None, context=CONTEXT, max_call_s=300.0,
         provider=Provider(stream=False))
     known = [v for v in store.versions(profile.name) if v.content_hash == profile.content_hash]
@@ -320,11 +327,24 @@ def main(argv: list[str] | None = None) -> int:
               f"{sft_loss[0]:.3f} -> {sft_loss[-1]:.3f}", flush=True)
         curve.append(("sft", checkpoint("sft", model)))
 
+        # 3b. GRPO's scenarios: all of train, or those whose SFT samples differ in reward (train only)
+        grpo_train, probe = train, None
+        if args.grpo_scenarios == "learnable":
+            t0 = time.monotonic()
+            sampler = arm_profile(store, world, "sft", gguf["sft"], args, temperature=args.grpo_temperature)
+            played = evaluate(sampler, gguf["sft"], "sft-probe", "train", train, servers.url(gguf["sft"]), out, args,
+                              world, repeats=args.learnable_samples)
+            probe = learnable(played["run"], train)
+            times["learnable_s"] = time.monotonic() - t0
+            print(probe.line(args.learnable_samples, args.grpo_temperature), flush=True)
+            grpo_train = list(probe.kept) or train  # none kept: GRPO as without the filter (the report says so)
+
         # 4. GRPO twice from the same SFT weights, the same steps and seed: outcome reward, then per-turn rewards
         sft_model = copy.deepcopy(model)
         grpo: dict[str, dict[str, Any]] = {}
         for grpo_arm, arm in GRPO_ARMS.items():
-            trained, grpo[grpo_arm] = run_grpo(grpo_arm, copy.deepcopy(sft_model), tokenizer, world, train, args, out)
+            trained, grpo[grpo_arm] = run_grpo(grpo_arm, copy.deepcopy(sft_model), tokenizer, world, grpo_train, args,
+                                               out)
             times[f"grpo_{grpo_arm}_s"] = grpo[grpo_arm]["seconds"]
             curve.append((arm, checkpoint(arm, trained)))
             del trained
@@ -342,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 6. measure: the table, the paired comparison, the learning curve
     times["total_s"] = time.monotonic() - began
-    report = measure_arms(curve, final, times, reads, args, grpo)
+    report = measure_arms(curve, final, times, reads, args, grpo, probe)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     plot_curve(report["dev"], out / "learning-curve.png")
     print(report["text"])
@@ -377,7 +397,8 @@ def paired_figures(a_run: str, b_run: str) -> tuple[dict[str, Any], str]:
 
 
 def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any], times: dict[str, float],
-                 reads: int, args: argparse.Namespace, grpo: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                 reads: int, args: argparse.Namespace, grpo: dict[str, dict[str, Any]],
+                 probe: Learnable | None = None) -> dict[str, Any]:
     """The table (one row per arm), the paired holdout comparison and the report's text."""
     train_s = {"base": 0.0, "improve": times["improve_s"], "sft": times["sft_s"],
                "sft+grpo": times["sft_s"] + times["grpo_outcome_s"],
@@ -431,6 +452,8 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
                          f"{'yes' if figures['goal_met'] else 'no'} |")
         lines += ["", *texts]
     curves = {}
+    if probe is not None:
+        lines += ["", probe.line(args.learnable_samples, args.grpo_temperature)]
     for grpo_arm, info in grpo.items():
         curves[grpo_arm] = reward_curve(info["episodes"], info["agent"])
         lines += ["", *curve_lines(grpo_arm, curves[grpo_arm], info["logs"])]
@@ -456,6 +479,8 @@ def measure_arms(curve: list[tuple[str, dict[str, Any]]], final: dict[str, Any],
             "grpo": {arm: {"curve": curves.get(arm, []), "steps": info["steps"], "seconds": info["seconds"],
                            "episodes": info["episodes"], "agent": info["agent"]} for arm, info in grpo.items()},
             "grpo_gained": gained, "times": times,
+            "grpo_scenarios": None if probe is None else {"kept": list(probe.kept), "rewards": probe.rewards,
+                                                          "probe_run": probe.probe_run},
             "holdout_reads": reads, "smoke": args.smoke, "holdout_categories": args.holdout_categories,
             "config": None if registered is None else {"path": registered.path, "sha256": registered.sha256,
                                                        "committed": registered.committed},
