@@ -70,6 +70,23 @@ def test_helpdesk_compiles_to_at_least_20_validated_jobs(compiled: Any) -> None:
     assert not {"django_session", "django_migrations", "helpdesk_kbitem"} & tables
 
 
+def test_part_of_the_data_is_made_by_helpdesks_own_api(compiled: Any) -> None:
+    """``[data] api = 30``: tickets and follow-ups made by helpdesk's own API on the generator's rows (a ticket
+    only as the author retries it: after its 500, then its 400 naming the priority); where the seed already holds
+    a follow-up alike to a job's, the job's goal counts those too (one more than there are)."""
+    seed = compiled.phases["seed"]
+    api = seed["api"]
+    assert seed["from"] == "generator" and api["sent"] == 30, api
+    assert {"createTicket", "createFollowUp"} <= set(api["kept_by_operation"]), api
+    for table in ("helpdesk_ticket", "helpdesk_followup"):
+        assert seed["rows"][table] > seed["rows_before_api"][table], seed
+    page = (compiled.folder / "COMPILE.md").read_text()
+    assert f"then {api['kept']} of 30 writes sent through the application's own API" in page
+    alike = [c for job in compiled.phases["validate"]["kept"] for c in job["goal_checks"]
+             if "alike already there" in c["name"]]
+    assert alike and all(c["want"] >= 2 for c in alike), alike
+
+
 def test_the_page_lists_what_was_kept_out_with_reasons(compiled: Any) -> None:
     page = (compiled.folder / "COMPILE.md").read_text()
     kept_out = compiled.phases["inspect"]["schema_from_app"]["kept_out"]

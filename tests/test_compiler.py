@@ -180,6 +180,37 @@ def test_data_given_as_sql_compiles_to_the_same_version(compiled: Any, tmp_path:
     assert result.phases["seed"]["from"] == "sql"
     assert result.summary["world_version"] == compiled.summary["world_version"]
 
+
+def test_data_through_the_applications_own_api(compiled: Any, tmp_path: Path) -> None:
+    """``[data] api = 40``: on the generator's rows, 40 adding writes sent through the application's API as its
+    actors; what it kept (with the rows the application made itself: its notifications) is the world's seed, no
+    stated policy broken in it, and a second compile writes the same bytes."""
+    from rehearsal_env.backends import open_database
+
+    src = _source(tmp_path, lambda t: t.replace('generator = "data.py"', 'generator = "data.py"\napi = 40'))
+    first = compile_world(src, tmp_path / "a")
+    seed = first.phases["seed"]
+    api = seed["api"]
+    assert seed["from"] == "generator" and api["sent"] == 40 and api["kept"] >= 20, api
+    # adding writes only (each takes a body): never an action such as merge or close
+    assert len(api["kept_by_operation"]) >= 3
+    assert set(api["kept_by_operation"]) <= {"post_comment", "add_label", "submit_review", "request_review"}, api
+    assert {w["role"] for w in api["writes"]} == {"maintainer", "triager"}
+    before, after = seed["rows_before_api"], seed["rows"]
+    assert after["comments"] > before["comments"] and after["notifications"] > before["notifications"] == 0
+    world = load_world_folder(first.folder)
+    db = open_database(world, "sqlite")
+    try:
+        for policy in first.phases["adapt"]["policy_rules"]:
+            assert db.check_value(policy["sql"]) == policy["want"], policy["name"]
+    finally:
+        db.close()
+    assert first.summary["jobs"] >= 30 and not first.summary["kept_out"]
+    second = compile_world(src, tmp_path / "b")
+    assert (tmp_path / "b" / "world" / "seed.sql").read_bytes() == (first.folder / "seed.sql").read_bytes()
+    assert second.summary["world_version"] == first.summary["world_version"] != compiled.summary["world_version"]
+
+
 # --- bad input: one line naming the phase, nothing left running, the phases done so far kept ---------------------
 def _source(tmp_path: Path, edit: Any = None) -> Path:
     src = tmp_path / "src"
@@ -208,6 +239,10 @@ BAD = {
                         "expected [application] probe as a path on the application"),
     "bad-name": (lambda t: t.replace('name = "reviews-compiled"', 'name = "../Reviews"'), None, "inspect",
                  "expected name as a world name"),
+    "api-not-a-number": (lambda t: t.replace('generator = "data.py"', 'generator = "data.py"\napi = "many"'), None,
+                         "inspect", "expected [data] api as the number of writes"),
+    "api-on-nothing": (lambda t: t.replace('generator = "data.py"', "api = 10"), None, "seed",
+                       "expected the application to accept some of the 10 writes"),
     "no-command": (lambda t: t.replace('command = ["{python}", "{app}/server.py"]', ""), None, "inspect",
                    "expected [application] with a command"),
 }
@@ -224,7 +259,7 @@ def test_bad_input_is_one_line_naming_the_phase(case: str, tmp_path: Path, capsy
                                                 ) -> None:
     from rehearsal_env.cli import main
 
-    if case not in ("path-out", "no-command", "probe-elsewhere", "bad-name"):
+    if case not in ("path-out", "no-command", "probe-elsewhere", "bad-name", "api-not-a-number"):
         _require()
     edit, openapi, phase, words = BAD[case]
     src = _source(tmp_path, edit)

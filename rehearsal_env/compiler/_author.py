@@ -83,8 +83,10 @@ def _call(op: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
                                                          not isinstance(v, bool) else v for k, v in args.items()}}
 
 
-def _send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
+def send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
           key: str) -> tuple[int, Any]:
+    """Send ``op`` with ``args`` (path, query and body as the operation declares them) as ``headers`` and the
+    operation's own headers, with ``key`` as its idempotency key; (status, decoded answer)."""
     path_args = re.findall(r"\{(\w+)\}", op["path"])
     body = {a["name"]: args[a["name"]] for a in op["args"] if a["in"] == "body" and a["name"] in args}
     query = {a["name"]: args[a["name"]] for a in op["args"] if a["in"] == "query" and a["name"] in args}
@@ -125,16 +127,18 @@ class Author:
         self.answers: list[Any] = []
         """The application's answers to the last solution run."""
 
-    def _candidates(self, op: Mapping[str, Any], binding: Mapping[str, Any], answer: Any, *,
-                    texts: bool = False, needed: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    def candidates(self, op: Mapping[str, Any], binding: Mapping[str, Any], answer: Any, *,
+                   texts: bool = False, needed: frozenset[str] = frozenset(), turn: int = 0) -> list[dict[str, Any]]:
         """Argument sets to try; ``texts``: optional text arguments filled too (after a failure of the server);
-        ``needed``: optional arguments filled as if required (a refusal named them)."""
+        ``needed``: optional arguments filled as if required (a refusal named them); ``turn`` moves the choice of
+        fictional texts on (the seed phase's writes, one turn each)."""
         args: dict[str, Any] = {k: binding[k] for k in binding if k in {a["name"] for a in op["args"]}}
         options: list[list[dict[str, Any]]] = [[args]]
         for i, a in enumerate(op["args"]):
             if not a["required"] and texts and a["in"] == "body" and a["type"] == "string" and "enum" not in a \
                     and a["name"] in ("body", "text", "message", "comment", "description"):
-                options = [[{**o, a["name"]: TEXTS[(self.seed + i) % len(TEXTS)]} for o in group] for group in options]
+                text = TEXTS[(self.seed + i + turn) % len(TEXTS)]
+                options = [[{**o, a["name"]: text} for o in group] for group in options]
                 continue
             if a["name"] in args or not (a["required"] or a["name"] in needed):
                 continue
@@ -146,7 +150,7 @@ class Author:
                 values = _field_values(self.explored.answers, a["name"])[:4] or \
                     _field_values({"resource": answer}, a["name"])[:4]
                 if a["type"] == "string" and (not values or a["name"] in ("body", "text", "message", "comment")):
-                    values = [TEXTS[(self.seed + i + len(self.tried)) % len(TEXTS)]]
+                    values = [TEXTS[(self.seed + i + len(self.tried) + turn) % len(TEXTS)]]
             if a["type"] == "integer":
                 values = [v for v in values if isinstance(v, int)]
             options = [[{**o, a["name"]: v} for o in group for v in values] for group in options]
@@ -154,7 +158,7 @@ class Author:
 
     def _run(self, calls: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> tuple[list[int], Any]:
         self.runtime.reset()
-        sent = [_send(self.runtime, op, args, self.headers, f"compile-{i}") for i, (op, args) in enumerate(calls)]
+        sent = [send(self.runtime, op, args, self.headers, f"compile-{i}") for i, (op, args) in enumerate(calls)]
         self.answers = [answer for _, answer in sent]
         return [status for status, _ in sent], diff(self.world, self.runtime)
 
@@ -202,7 +206,7 @@ class Author:
             kept: dict[Any, int] = {}
             for binding in bindings[:TRIES_PER_WRITE]:
                 answer = self.explored.answers.get(f"GET {fill_path(resource, binding)}") if resource else None
-                candidates = self._candidates(op, binding, answer)
+                candidates = self.candidates(op, binding, answer)
                 failed, named, k = False, False, 0
                 while k < len(candidates):
                     args, k = candidates[k], k + 1
@@ -215,12 +219,12 @@ class Author:
                                        "changed": bool(changed), "breaks": breaks})
                     if statuses[0] >= 500 and not failed:  # it failed: once more with its text arguments filled
                         failed = True
-                        candidates[k:k] = [c for c in self._candidates(op, binding, answer, texts=True)
+                        candidates[k:k] = [c for c in self.candidates(op, binding, answer, texts=True)
                                            if c not in candidates]  # tried next
                     wanted = named_arguments(op, self.answers[0]) if statuses[0] == 400 and not named else set()
                     if wanted:  # it named what it needs: once more with those filled
                         named = True
-                        candidates[k:k] = [c for c in self._candidates(op, binding, answer, texts=failed,
+                        candidates[k:k] = [c for c in self.candidates(op, binding, answer, texts=failed,
                                                                        needed=frozenset(wanted))
                                            if c not in candidates]
                     if not 200 <= statuses[0] < 300 or not changed or breaks:
@@ -254,7 +258,7 @@ class Author:
             if resource_of(self.explored, other["path"]) != resource:
                 continue
             answer = self.explored.answers.get(f"GET {fill_path(resource, binding)}") if resource else None
-            for b_args in self._candidates(other, binding, answer)[:4]:
+            for b_args in self.candidates(other, binding, answer)[:4]:
                 a, b = (op, args), (other, b_args)
                 statuses, changed = self._run([a, b])
                 if not all(200 <= s < 300 for s in statuses) or not changed or self.broken():

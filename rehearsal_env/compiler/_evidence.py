@@ -4,11 +4,12 @@
 in the application's tables (``backends.changes``: only keys the row-level log saw are read). The
 framework's tables (the emulators' request record, final answers) are not the job's.
 
-:func:`goal_checks` asks for exactly those rows: each new row with its values (``COUNT(*) = n``, so a
-repeated write shows), each updated row with its new values, each deleted row gone. :func:`hard_rules`
-says that nothing outside the job's scope changed: every other table keeps its row count, a table the
-job inserts into or deletes from grows or shrinks by no more than the job does, and no other row took a
-value the job writes. Every one holds on the untouched snapshot, so the null agent breaks no rule.
+:func:`goal_checks` asks for exactly those rows: each new row with its values (``COUNT(*) = n``, n counting
+the rows of the same values already there, so a repeated write shows), each updated row with its new
+values, each deleted row gone. :func:`hard_rules` says that nothing outside the job's scope changed:
+every other table keeps its row count, a table the job inserts into or deletes from grows or shrinks by
+no more than the job does, and no other row took a value the job writes. Every one holds on the
+untouched snapshot, so the null agent breaks no rule.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ def goal_checks(world: World, changed: Diff) -> list[dict[str, Any]]:
     for name, table in changed.items():
         t = tables[name]
         cols = list(t.column_names)
+        alike = Counter(tuple(r[1:]) for r in seed.get(name, ()))  # rows of the same values already there
         for values, n in sorted(Counter(tuple(r[1:]) for r in table["inserted"]).items(), key=repr):
             where, params = _where(cols[1:], values)
-            out.append(_check(f"exactly {n} new {name} row(s) with {_shown(cols[1:], values)}",
-                              f"SELECT COUNT(*) FROM {name} WHERE {where}", params, "eq", n))
+            there = alike.get(values, 0)
+            out.append(_check(f"exactly {n} new {name} row(s) with {_shown(cols[1:], values)}"
+                              + (f" ({there} alike already there)" if there else ""),
+                              f"SELECT COUNT(*) FROM {name} WHERE {where}", params, "eq", there + n))
         before = {r[0]: r for r in seed.get(name, ())}
         for row in table["updated"]:
             old: Sequence[Any] = before.get(row[0], ())

@@ -67,6 +67,14 @@ def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict
         used = sorted({op_of[n] for j in kept if j["role"] == role["name"] for n in j["category"].split("-then-")
                        if n in op_of})
         lines.append(f"| {role['name']} | {', '.join(used) or 'none'} |")
+    seeded = results["seed"]
+    if seeded.get("api"):
+        api = seeded["api"]
+        lines.append(f"\nData: {'the ' + seeded['from'] + ' seed, then ' if seeded['from'] != 'api' else ''}"
+                     f"{api['kept']} of {api['sent']} writes sent through the application's own API "
+                     f"({', '.join(f'{op} {n}' for op, n in api['kept_by_operation'].items())}); not kept: "
+                     f"{api['refused'] or 'none'}, undone for a policy: {api['undone'] or 'none'} "
+                     "(see .compile/05-seed.json).")
     author = results["author"]
     if author.get("model"):
         m = author["model"]

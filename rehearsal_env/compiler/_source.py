@@ -17,6 +17,7 @@ SOURCE or given with ``--describe``::
     [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX), or
     [schema.from_app] command = [...]              # how it makes its schema on SQLite ({database}): ._appschema
     [data]   generator = "data.py"                 # or sql = "seed.sql": the fictional data
+             api = 40                              # and/or writes sent through the application's API: ._seedapi
     [openapi] file = "openapi.json"                # or served = "/openapi.json"
     [[actor]]                                      # who the agent may act as: one role each (default: one
     role = "triager"                               # role, "operator", with [http] headers); the first actor's
@@ -44,6 +45,7 @@ from typing import Any
 from ..worlds import is_world_name
 from ._appschema import from_app_spec
 from ._errors import CompileError
+from ._seedapi import MAX_API_CALLS
 
 DESCRIPTION_FILE = "rehearsal-app.toml"
 """The description's default name, in SOURCE."""
@@ -198,6 +200,10 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
     if "generator" in data or "sql" in data:
         kind = "generator" if "generator" in data else "sql"
         seed = (kind, locate(source, beside, data[kind], f"[data] {kind}"))
+    api = data.get("api", 0)
+    if not isinstance(api, int) or isinstance(api, bool) or not 0 <= api <= MAX_API_CALLS:
+        raise CompileError(PHASE, f"expected [data] api as the number of writes to seed through the application's "
+                           f"API, from 0 to {MAX_API_CALLS}; got {str(api)[:80]!r}")
     openapi = raw.get("openapi", {})
     doc: Located | None = None
     if "file" in openapi:
@@ -243,6 +249,7 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
         "migrations": [shown(m) for m in migrations],
         "schema_from_app": from_app,
         "data": None if seed is None else {"kind": seed[0], **shown(seed[1])},
+        **({"data_api": api} if api else {}),  # absent when 0: a compile without it keeps its bytes
         "openapi": {"file": shown(doc)} if doc else ({"served": url_path(openapi["served"], "[openapi] served")}
                                                       if "served" in openapi else None),
     }

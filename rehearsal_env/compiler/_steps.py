@@ -26,6 +26,7 @@ from ._openapi import operations, parse_document, tool_of
 from ._package import package
 from ._phases import PhaseStore, sha
 from ._runtime import LocalRuntime, docker_available
+from ._seedapi import seed_through_api
 from ._source import inspect_source, resolve
 from ._worldfolder import WORLD_DIR, copy_sources, load, seed_sql, world_toml
 
@@ -44,8 +45,10 @@ class PhaseWork:
         self.results: dict[str, Any] = {}
 
     # -- the world folder as the phases so far describe it ------------------------------
-    def write_world(self, *, seeded: bool, adapted: bool, refused: frozenset[str] = frozenset()) -> None:
-        """world.toml as the phases so far describe it; ``refused``: write tools left out (see :meth:`package`)."""
+    def write_world(self, *, seeded: bool, adapted: bool, refused: frozenset[str] = frozenset(),
+                    name: str | None = None) -> None:
+        """world.toml as the phases so far describe it; ``refused``: write tools left out (see :meth:`package`);
+        ``name``: the world's name at a stage of its own (see ``world_toml``)."""
         r = self.results
         self.world_dir.mkdir(parents=True, exist_ok=True)
         migrations = copy_sources(r["inspect"], self.world_dir, "materialize")
@@ -54,7 +57,7 @@ class PhaseWork:
                  for role in r["adapt"]["roles"]] if adapted else ()
         policies = r["adapt"]["policies"] if adapted else ()
         write_atomic(self.world_dir / "world.toml", world_toml(r["inspect"], migrations, seeded=seeded, tools=tools,
-                                                               roles=roles, policies=policies))
+                                                               roles=roles, policies=policies, name=name))
 
     def runtime(self, phase: str, *, verify_reset: bool = True) -> LocalRuntime:
         world = load(self.world_dir, phase)
@@ -128,19 +131,20 @@ class PhaseWork:
 
     def seed(self) -> dict[str, Any]:
         inspected = self.results["inspect"]
-        data = inspected["data"]
-        if data is None:
-            raise CompileError("seed", "expected fictional data: [data] generator or sql in the description; found "
-                               "none (seeding through the application's API is not built yet). Fix: give a generator")
+        data, api = inspected["data"], int(inspected.get("data_api", 0))
+        if data is None and not api:
+            raise CompileError("seed", "expected fictional data: [data] generator, sql or api (writes sent through "
+                               "the application's API) in the description; found none. Fix: give one")
         stage = self.store.dir / "seedgen"
         stage.mkdir(parents=True, exist_ok=True)
         migrations = copy_sources(inspected, stage, "seed")
-        name = "data.py" if data["kind"] == "generator" else "seed.sql"
-        write_atomic(stage / name, resolve(inspected, data).read_bytes())
-        write_atomic(stage / "world.toml", _toml.top({"name": "seedgen", "data_anchor": _date(inspected),
-                                                      "seed": inspected["seed"]})
-                     + _toml.table("schema", {"sql": migrations})
-                     + _toml.table("data", {data["kind"]: name}))
+        top = _toml.top({"name": "seedgen", "data_anchor": _date(inspected), "seed": inspected["seed"]}) + \
+            _toml.table("schema", {"sql": migrations})
+        if data is not None:
+            name = "data.py" if data["kind"] == "generator" else "seed.sql"
+            write_atomic(stage / name, resolve(inspected, data).read_bytes())
+            top += _toml.table("data", {data["kind"]: name})
+        write_atomic(stage / "world.toml", top)
         world = load(stage, "seed")
         try:
             rows = world.seed_rows()
@@ -149,8 +153,26 @@ class PhaseWork:
                                f"{str(exc).splitlines()[0][:300]}") from None
         text = seed_sql(world, rows)
         write_atomic(self.world_dir / "seed.sql", text)
-        return {"rows": {t.name: len(rows.get(t.name, ())) for t in app_tables(world)},
-                "seed_sql_sha256": sha(text), "from": data["kind"]}
+        result: dict[str, Any] = {"from": data["kind"] if data is not None else "api",
+                                  "rows": {t.name: len(rows.get(t.name, ())) for t in app_tables(world)}}
+        if api:  # then writes through the application's own API, on those rows; what they made is the seed
+            self.write_world(seeded=True, adapted=False, name=f"seeding-{sha(text)[:8]}-{inspected['name']}"[:63])
+            staged = load(self.world_dir, "seed")
+            with self.runtime("seed") as rt:
+                seeded, made = seed_through_api(staged, rt, self.results["discover"]["operations"],
+                                                inspected["actors"], int(inspected["seed"]), api,
+                                                [r for p in inspected["policies"] for r in p["rules"]])
+            if not seeded.kept:
+                raise CompileError("seed", f"expected the application to accept some of the {api} writes that [data] "
+                                   f"api asks for; it kept none of the {seeded.sent} sent (not kept: "
+                                   f"{seeded.refused or 'none'}; undone for a policy: {seeded.undone or 'none'}). Fix: "
+                                   "seed the records its writes need with [data] generator or sql")
+            text = seed_sql(world, made)
+            write_atomic(self.world_dir / "seed.sql", text)
+            result["api"] = seeded.result()
+            result["rows_before_api"], result["rows"] = result["rows"], {t.name: len(made.get(t.name, ()))
+                                                                         for t in app_tables(world)}
+        return {**result, "seed_sql_sha256": sha(text)}
 
     def adapt(self) -> dict[str, Any]:
         ops = self.results["discover"]["operations"]

@@ -60,18 +60,19 @@ def copy_sources(inspected: dict[str, Any], world_dir: Path, phase: str) -> list
 
 def world_toml(inspected: dict[str, Any], migrations: Sequence[str], *, seeded: bool,
                tools: Sequence[Mapping[str, Any]] = (), roles: Sequence[Mapping[str, Any]] = (),
-               policies: Sequence[Mapping[str, Any]] = ()) -> str:
+               policies: Sequence[Mapping[str, Any]] = (), name: str | None = None) -> str:
     """The text of world.toml.
 
     Before the seed phase the world is named ``bare-<hash of its migrations>-<name>``: the PostgreSQL backend keeps
     one template per world name (its first 16 characters) on its private server and drops the others, while a
     process remembers the templates it built, so two worlds that differ must not share those characters (a later
-    compile in the same process would ask for a dropped template)."""
+    compile in the same process would ask for a dropped template). ``name`` names a world of another stage so
+    (the seed phase's, while it seeds through the API)."""
     app = inspected["application"]
     schema = hashlib.sha256("".join(m["sha256"] for m in inspected["migrations"]).encode()).hexdigest()[:8]
     port = int(app["port"])
     parts = ["# Written by `rehearsal world compile` (see .compile/ beside this folder for each phase's evidence).\n",
-             _toml.top({"name": inspected["name"] if seeded else f"bare-{schema}-{inspected['name']}"[:63],
+             _toml.top({"name": name or (inspected["name"] if seeded else f"bare-{schema}-{inspected['name']}"[:63]),
                         "description": inspected["description_text"] or inspected["name"],
                         "data_anchor": date.fromisoformat(inspected["data_anchor"]), "seed": inspected["seed"],
                         "suite_version": "1"}),
