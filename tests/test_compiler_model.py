@@ -16,7 +16,7 @@ import pytest
 from test_compiler import DESCRIBE, REVIEWS, _require, app_processes
 
 from rehearsal_env.agents.testing import ModelServer, Reply
-from rehearsal_env.compiler import CompileError, ModelConfig, compile_world
+from rehearsal_env.compiler import PHASES, CompileError, ModelConfig, compile_world
 from rehearsal_env.worlds import load_world_folder
 
 
@@ -104,3 +104,34 @@ def test_a_model_answering_garbage_is_one_error_and_keeps_the_phases_done(with_m
     assert "\n" not in message
     assert (again / ".compile" / "06-adapt.json").is_file()
     assert not app_processes(again)
+
+
+def test_the_live_attempt_shows_each_job_tried_and_keeps_every_job(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``--live-agent``: after the nine phases (all skipped on a compile already done), a model agent tries every
+    validated job once on the application; the page lists each attempt; a model that fails keeps nothing out and
+    changes no phase result or the world version."""
+    from rehearsal_env.agents import Endpoint, model_profile
+    from rehearsal_env.cli import main
+
+    _require()
+    out = tmp_path / "reviews"
+    first = compile_world(REVIEWS, out, describe=DESCRIBE)
+    manifest = (out / ".compile" / "manifest.json").read_text()
+    with ModelServer(world=load_world_folder(first.folder)) as server:  # its solver plays each job's reference
+        assert main(["world", "compile", str(REVIEWS), "--describe", str(DESCRIBE), "--out", str(out),
+                     "--live-agent", "openai:solver", "--base-url", server.base_url]) == 0
+        jobs = first.summary["jobs"]
+        assert f"live attempts by openai:solver: {jobs} verified" in capsys.readouterr().out
+        server.script("weak", *[Reply.call("give_up", reason="I cannot do this")] * jobs)
+        weak = compile_world(REVIEWS, out, describe=DESCRIBE, live=(model_profile("weak"),
+                                                                  Endpoint(base_url=server.base_url)))
+    assert weak.skipped == PHASES[1:] and {a.outcome for a in weak.live} == {"not_achieved"}  # inspect always runs
+    assert len(weak.live) == jobs and weak.summary == first.summary  # nothing kept out, the same world version
+    assert (out / ".compile" / "manifest.json").read_text() == manifest
+    attempts = (out / ".compile" / "live_attempts.jsonl").read_text().splitlines()
+    assert len(attempts) == 2 * jobs  # appended, never rewritten
+    page = (first.folder / "COMPILE.md").read_text()
+    assert page.count("## Live attempts") == 1 and f"{jobs} not_achieved" in page  # the latest attempt of each
+    assert "openai:weak: not_achieved (gave_up" in page and "openai:solver" not in page.split("## Live attempts")[1]
+    assert not app_processes(out)

@@ -262,7 +262,7 @@ class ModelServer:
     def _solve(self, body: dict[str, Any]) -> Reply:
         assert isinstance(self.world, World)
         messages: list[dict[str, Any]] = body.get("messages") or []
-        scenario = self._scenario(messages)
+        scenario = self._scenario(messages, body.get("tools") or [])
         if scenario is None:
             return Reply.error(400, "the solver found no scenario whose opening request is the first user message")
         reference = scenario.solution("reference")
@@ -291,8 +291,10 @@ class ModelServer:
         """A solver's reply, with the server's tokens and delay."""
         return Reply(tool_calls=reply.tool_calls, tokens=self.tokens, delay_s=self.delay_s)
 
-    def _scenario(self, messages: list[dict[str, Any]]) -> Scenario | None:
-        """The scenario whose opening request is the first user message (or that a system message names)."""
+    def _scenario(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Scenario | None:
+        """The scenario whose opening request is the first user message (or that a system message names); among
+        those with one opening, one whose reference uses only the tools offered (a role's), then the one whose
+        customer answers were heard."""
         assert isinstance(self.world, World)
         system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
         found = _SCENARIO.search(system)
@@ -312,9 +314,13 @@ class ModelServer:
 
         answers = [str(m.get("content")) for m in messages if m.get("role") in ("user", "tool")][1:]
 
+        offered = {str((t.get("function") or {}).get("name")) for t in tools if isinstance(t, dict)}
+
         def heard(s: Scenario) -> int:  # scenarios with one opening differ in what their customer answers
             changed = s.change is not None and any(s.change.message in text for text in answers)
-            return sum(any(reply in text for _, reply in s.facts) for text in answers) + 1000 * changed
+            usable = not offered or {c.tool for c in s.solution("reference").calls} <= offered
+            return sum(any(reply in text for _, reply in s.facts) for text in answers) + 1000 * changed + \
+                100_000 * usable
 
         return max(candidates, key=heard, default=None)
 

@@ -31,12 +31,18 @@ def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--publish", action="store_true",
                    help="then publish the world version: `rehearsal world build` on the Docker sandbox (a daemon)")
     p.add_argument("--versions", metavar="DIR", help="where --publish writes (default: the state home's versions)")
+    p.add_argument("--live-agent", metavar="PROFILE",
+                   help="then let this agent (openai:MODEL or a registered profile NAME[@vN], served at --base-url) "
+                        "try every validated job once: the gate's live attempt, shown on the page (it keeps nothing "
+                        "out)")
     p.add_argument("--json", action="store_true", help="print the package phase's result as JSON")
-    p.set_defaults(handler=handle_compile)
+    p.set_defaults(handler=handle_compile, model_timeout=60.0, model_retries=4)
 
 
 def handle_compile(args: argparse.Namespace) -> int:
-    from ..compiler import CompileError, ModelConfig, compile_world
+    from ..agents import ProviderRefused
+    from ..compiler import CompileError, ModelConfig, compile_world, summary_line
+    from ._models import live_agent
 
     model = None
     if args.model:
@@ -47,8 +53,13 @@ def handle_compile(args: argparse.Namespace) -> int:
             print(f"{phase:<12} {how:<8} {seconds:8.2f}s", file=sys.stderr)
 
     try:
+        live = live_agent(args)
+    except (ValueError, ProviderRefused) as exc:
+        print(f"rehearsal: error: --live-agent: {exc}", file=sys.stderr)
+        return 2
+    try:
         result = compile_world(args.source, args.out, describe=args.describe, model=model, repairs=args.repairs,
-                               stop_after=args.stop_after, progress=progress)
+                               stop_after=args.stop_after, progress=progress, live=live)
     except CompileError as exc:
         print(f"rehearsal: error: {exc}", file=sys.stderr)
         return 2
@@ -61,6 +72,9 @@ def handle_compile(args: argparse.Namespace) -> int:
               f"{summary['splits']}; world version {summary['world_version']}; page {result.folder / 'COMPILE.md'}")
     else:
         print(f"stopped after {args.stop_after}: {result.folder.parent / '.compile'}")
+    if result.live and not args.json:
+        print(f"live attempts by {live[0].ref if live else '?'}: {summary_line(result.live)} "
+              "(on the page; the gate alone keeps jobs out)")
     if args.publish and summary:
         return _publish(result.folder, args.versions)
     return 0

@@ -3,7 +3,8 @@
 :func:`compile_world` runs them; a phase already done for the same inputs is skipped, so a compile
 killed in any phase resumes there (its runtime is started again: it holds nothing the phase files
 do not). A phase that fails raises :class:`CompileError` naming it; every process it started is
-stopped, and the phases done so far stay.
+stopped, and the phases done so far stay. With a live agent, the gate's live attempt follows the nine
+phases (``._live``): evidence for the page, never an input of a phase.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agents import AgentProfile, Endpoint, ProviderRefused
+from ..versions import LiveAttempt
 from ._errors import CompileError
+from ._live import attempt_compiled
 from ._model import PROMPT_VERSION, ModelConfig
 from ._phases import PHASES, canonical, sha
 from ._steps import PhaseWork
@@ -33,6 +37,8 @@ class CompileResult:
     """Wall time of each phase this run (0 for one skipped)."""
     skipped: tuple[str, ...] = ()
     """The phases found done and skipped."""
+    live: tuple[LiveAttempt, ...] = ()
+    """The live agent's attempt at each job (empty without one)."""
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -54,7 +60,8 @@ def _inputs(run: PhaseWork, phase: str, previous: str) -> str:
 
 def compile_world(source: str | Path, out: str | Path, *, describe: str | Path | None = None,
                   model: ModelConfig | None = None, repairs: int = 2, stop_after: str | None = None,
-                  progress: Callable[[str, str, float], None] | None = None) -> CompileResult:
+                  progress: Callable[[str, str, float], None] | None = None,
+                  live: tuple[AgentProfile, Endpoint] | None = None) -> CompileResult:
     """Compile the application in ``source`` into a world folder under ``out`` (see the package docstring).
 
     Args:
@@ -65,6 +72,8 @@ def compile_world(source: str | Path, out: str | Path, *, describe: str | Path |
         repairs: Rounds of the repair loop for a model's jobs.
         stop_after: Stop once this phase is done (a person edits its result, then compiles again).
         progress: Called ``(phase, "ran" | "skipped", seconds)`` after each phase.
+        live: A model agent and its endpoint that then tries every validated job once (the gate's live attempt;
+            evidence on the page, never a reason to keep a job out). None: no live attempt.
 
     Raises:
         CompileError: one line naming the phase, what was expected and what arrived.
@@ -99,4 +108,14 @@ def compile_world(source: str | Path, out: str | Path, *, describe: str | Path |
             progress(phase, "skipped" if done is not None else "ran", seconds[phase])
         if phase == stop_after:
             break
-    return CompileResult(run.world_dir, dict(run.results), seconds, tuple(skipped))
+    attempts: tuple[LiveAttempt, ...] = ()
+    if live is not None and "package" in run.results:
+        started = time.perf_counter()
+        try:
+            attempts = attempt_compiled(run.world_dir, run.results["plan"], *live)
+        except ProviderRefused as exc:
+            raise CompileError("live attempt", f"expected the live agent's model to answer; {exc}") from None
+        seconds["live attempt"] = time.perf_counter() - started
+        if progress is not None:
+            progress("live", "ran", seconds["live attempt"])
+    return CompileResult(run.world_dir, dict(run.results), seconds, tuple(skipped), attempts)
