@@ -40,12 +40,12 @@ MAX_ROUNDS = 50
 
 @dataclass
 class Seeded:
-    """What seeding through the API did (the phase result's ``api`` entry)."""
+    """What seeding through the API did (the phase result's ``api`` entry), tallied while it runs."""
 
     asked: int
     """Writes the description asked for (``[data] api``)."""
     sent: int = 0
-    """Writes sent (fewer than asked when no resource took more)."""
+    """Writes sent, retries included (fewer than asked when no resource took more)."""
     kept: list[dict[str, Any]] = field(default_factory=list)
     """Each kept write: its operation, the actor's role, its arguments and its idempotency key."""
     refused: dict[str, int] = field(default_factory=dict)
@@ -58,6 +58,7 @@ class Seeded:
     """Rounds of the (operation, actor) pairs."""
 
     def result(self) -> dict[str, Any]:
+        """The tally as the phase's result records it (JSON-able), with the kept writes per operation."""
         by_op: dict[str, int] = {}
         for w in self.kept:
             by_op[w["operation"]] = by_op.get(w["operation"], 0) + 1
