@@ -121,29 +121,111 @@ def test_an_edited_phase_result_reruns_what_follows(compiled: Any, tmp_path: Pat
     assert "Edited by a person." in (out / "world" / "world.toml").read_text()
 
 
-@pytest.mark.parametrize("phase", ["materialize", "author", "validate"])
-def test_a_compile_killed_in_a_phase_leaves_nothing_running_and_resumes_there(compiled: Any, tmp_path: Path,
-                                                                              phase: str) -> None:
-    out = tmp_path / "killed"
+def _kill_in(phase: str, src: Path, out: Path, up: Any) -> int:
+    """Start `rehearsal world compile SRC --out OUT` in a child process and SIGKILL it in ``phase``, once the phase
+    before it is written and ``up(pid)`` says the phase's application runs; the child's pid."""
     before = PHASES[PHASES.index(phase) - 1]
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from rehearsal_env.cli import main; sys.exit(main(sys.argv[1:]))",
-         "world", "compile", str(REVIEWS), "--describe", str(DESCRIBE), "--out", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "world", "compile", str(src), "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     done = out / ".compile" / f"{PHASES.index(before) + 1:02d}-{before}.json"
     while not done.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    while not app_processes(out) and time.monotonic() < deadline:  # the phase's application is up
+    while not up(proc.pid) and time.monotonic() < deadline:  # the phase's application is up
         time.sleep(0.02)
+    assert up(proc.pid), f"the compile never reached {phase}'s application"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
+    return proc.pid
+
+
+@pytest.mark.parametrize("phase", ["materialize", "author", "validate"])
+def test_a_compile_killed_in_a_phase_leaves_nothing_running_and_resumes_there(compiled: Any, tmp_path: Path,
+                                                                              phase: str) -> None:
+    src = _source(tmp_path, _runtime("local"))
+    out = tmp_path / "killed"
+    _kill_in(phase, src, out, lambda pid: bool(app_processes(out)))
     deadline = time.monotonic() + 10
     while app_processes(out) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not app_processes(out), "the application outlived the killed compile"
-    result = compile_world(REVIEWS, out, describe=DESCRIBE)
+    result = compile_world(src, out)
     assert set(PHASES[1:PHASES.index(phase)]) <= set(result.skipped)  # it resumed at the killed phase
+    assert result.summary["world_version"] == compiled.summary["world_version"]
+
+
+def _require_docker() -> None:
+    from rehearsal_env.compiler import docker_available
+
+    if not docker_available():
+        if os.environ.get("REHEARSAL_REQUIRE_DOCKER") == "1":
+            pytest.fail("REHEARSAL_REQUIRE_DOCKER=1 but no Docker daemon answers")
+        pytest.skip("no Docker daemon answers: the compile's sandbox runtime needs one")
+
+
+def _runtime(runtime: str) -> Any:
+    return lambda t: t.replace('probe = "/repos"', f'probe = "/repos"\nruntime = "{runtime}"')
+
+
+def test_the_sandbox_and_local_processes_compile_the_same_folder(compiled: Any, tmp_path: Path) -> None:
+    """``[application] runtime``: compiled in the Docker sandbox (its container built from the world folder, its
+    own PostgreSQL container and network) and as local processes, the world folder is the same file for file, so
+    its version is too; the sandbox's containers and network are gone after."""
+    from rehearsal_env.sandbox import ours_left
+
+    _require()
+    _require_docker()
+    folders = {}
+    for runtime, planned in (("docker", "docker-sandbox"), ("local", "local-process")):
+        result = compile_world(_source(tmp_path / runtime, _runtime(runtime)), tmp_path / runtime / "out")
+        assert result.phases["plan"]["runtime"] == planned
+        assert result.summary["world_version"] == compiled.summary["world_version"]
+        folders[runtime] = {p.relative_to(result.folder): p.read_bytes() for p in result.folder.rglob("*")
+                            if p.is_file()}
+    assert folders["docker"] == folders["local"]
+    assert not ours_left()
+
+
+def test_an_application_that_exits_in_the_sandbox_is_one_line_and_leaves_no_container(tmp_path: Path) -> None:
+    from rehearsal_env.sandbox import ours_left
+
+    _require()
+    _require_docker()
+    src = _source(tmp_path, lambda t: _runtime("docker")(BAD["exits"][0](t)))
+    with pytest.raises(CompileError) as caught:
+        compile_world(src, tmp_path / "out")
+    message = str(caught.value)
+    assert message.startswith("compile phase materialize: expected the application to start in the Docker sandbox")
+    assert "exited with status 3" in message and "\n" not in message and not ours_left()
+
+
+def test_a_compile_killed_in_the_sandbox_leaves_no_container_and_resumes(compiled: Any, tmp_path: Path) -> None:
+    """Killed (SIGKILL) in the validate phase on the Docker sandbox: its containers and network are removed (the
+    sandbox's reaper), and the compile resumes at that phase, starting a sandbox of its own."""
+    import socket
+
+    import docker  # type: ignore[import-untyped]
+
+    from rehearsal_env.sandbox import LABEL
+
+    _require()
+    _require_docker()
+    client = docker.from_env()
+
+    def left(pid: int) -> list[str]:
+        mine = {"label": [LABEL, f"rehearsal.owner={socket.gethostname()}-{pid}"]}
+        return [c.name for c in client.containers.list(all=True, filters=mine)] + \
+            [n.name for n in client.networks.list(filters=mine)]
+
+    src, out = _source(tmp_path, _runtime("docker")), tmp_path / "killed"
+    pid = _kill_in("validate", src, out, lambda pid: bool(left(pid)))
+    deadline = time.monotonic() + 60
+    while left(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left(pid), "the killed compile's sandbox outlived it"
+    result = compile_world(src, out)
+    assert set(PHASES[1:PHASES.index("validate")]) <= set(result.skipped)
     assert result.summary["world_version"] == compiled.summary["world_version"]
 
 
@@ -262,7 +344,7 @@ def test_bad_input_is_one_line_naming_the_phase(case: str, tmp_path: Path, capsy
     if case not in ("path-out", "no-command", "probe-elsewhere", "bad-name", "api-not-a-number"):
         _require()
     edit, openapi, phase, words = BAD[case]
-    src = _source(tmp_path, edit)
+    src = _source(tmp_path, lambda t: _runtime("local")(edit(t) if edit else t))  # the local processes' words
     if openapi is not None:
         (src / "openapi.json").write_text(openapi)
     out = tmp_path / "out"

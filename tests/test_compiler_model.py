@@ -109,15 +109,17 @@ def test_a_model_answering_garbage_is_one_error_and_keeps_the_phases_done(with_m
 def test_the_live_attempt_shows_each_job_tried_and_keeps_every_job(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """``--live-agent``: after the nine phases (all skipped on a compile already done), a model agent tries every
-    validated job once on the application; the page lists each attempt; a model that fails keeps nothing out and
-    changes no phase result or the world version."""
+    validated job once on the application; .compile/LIVE.md lists each attempt; a model that fails keeps nothing
+    out and changes no phase result and no file of the world folder (so not its version)."""
     from rehearsal_env.agents import Endpoint, model_profile
     from rehearsal_env.cli import main
+    from rehearsal_env.identity import world_version
 
     _require()
     out = tmp_path / "reviews"
     first = compile_world(REVIEWS, out, describe=DESCRIBE)
     manifest = (out / ".compile" / "manifest.json").read_text()
+    folder = {p: p.read_bytes() for p in first.folder.rglob("*") if p.is_file()}
     with ModelServer(world=load_world_folder(first.folder)) as server:  # its solver plays each job's reference
         assert main(["world", "compile", str(REVIEWS), "--describe", str(DESCRIBE), "--out", str(out),
                      "--live-agent", "openai:solver", "--base-url", server.base_url]) == 0
@@ -127,11 +129,13 @@ def test_the_live_attempt_shows_each_job_tried_and_keeps_every_job(tmp_path: Pat
         weak = compile_world(REVIEWS, out, describe=DESCRIBE, live=(model_profile("weak"),
                                                                   Endpoint(base_url=server.base_url)))
     assert weak.skipped == PHASES[1:] and {a.outcome for a in weak.live} == {"not_achieved"}  # inspect always runs
-    assert len(weak.live) == jobs and weak.summary == first.summary  # nothing kept out, the same world version
+    assert len(weak.live) == jobs and weak.summary == first.summary  # nothing kept out
     assert (out / ".compile" / "manifest.json").read_text() == manifest
+    assert {p: p.read_bytes() for p in first.folder.rglob("*") if p.is_file()} == folder
+    assert world_version(load_world_folder(first.folder)) == first.summary["world_version"]
     attempts = (out / ".compile" / "live_attempts.jsonl").read_text().splitlines()
     assert len(attempts) == 2 * jobs  # appended, never rewritten
-    page = (first.folder / "COMPILE.md").read_text()
-    assert page.count("## Live attempts") == 1 and f"{jobs} not_achieved" in page  # the latest attempt of each
-    assert "openai:weak: not_achieved (gave_up" in page and "openai:solver" not in page.split("## Live attempts")[1]
+    page = (out / ".compile" / "LIVE.md").read_text()  # the latest attempt of each job
+    assert f"{jobs} not_achieved" in page and "openai:weak: not_achieved (gave_up" in page
+    assert "openai:solver" not in page
     assert not app_processes(out)

@@ -31,6 +31,9 @@ def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--publish", action="store_true",
                    help="then publish the world version: `rehearsal world build` on the Docker sandbox (a daemon)")
     p.add_argument("--versions", metavar="DIR", help="where --publish writes (default: the state home's versions)")
+    p.add_argument("--runtime", choices=("auto", "docker", "local"),
+                   help="where the application runs while compiling: the Docker sandbox, local processes, or auto "
+                        "(the sandbox where a daemon answers); default: the description's [application] runtime")
     p.add_argument("--live-agent", metavar="PROFILE",
                    help="then let this agent (openai:MODEL or a registered profile NAME[@vN], served at --base-url) "
                         "try every validated job once: the gate's live attempt, shown on the page (it keeps nothing "
@@ -59,7 +62,7 @@ def handle_compile(args: argparse.Namespace) -> int:
         return 2
     try:
         result = compile_world(args.source, args.out, describe=args.describe, model=model, repairs=args.repairs,
-                               stop_after=args.stop_after, progress=progress, live=live)
+                               stop_after=args.stop_after, progress=progress, live=live, runtime=args.runtime)
     except CompileError as exc:
         print(f"rehearsal: error: {exc}", file=sys.stderr)
         return 2

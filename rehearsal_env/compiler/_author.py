@@ -31,7 +31,7 @@ from ..checks import Check
 from ..worlds import World
 from ._evidence import diff, goal_checks, hard_rules, scope
 from ._explore import Explored, fill_path, resource_of
-from ._runtime import LocalRuntime
+from ._sandboxed import Runtime
 
 TRIES_PER_WRITE = 48
 """Resources tried per write operation."""
@@ -83,7 +83,7 @@ def _call(op: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
                                                          not isinstance(v, bool) else v for k, v in args.items()}}
 
 
-def send(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
+def send(runtime: Runtime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
           key: str) -> tuple[int, Any]:
     """Send ``op`` with ``args`` (path, query and body as the operation declares them) as ``headers`` and the
     operation's own headers, with ``key`` as its idempotency key; (status, decoded answer)."""
@@ -115,7 +115,7 @@ def _phrase(op: Mapping[str, Any], args: Mapping[str, Any]) -> str:
 class Author:
     """Evidence-based jobs on one running world (see the module docstring)."""
 
-    def __init__(self, world: World, runtime: LocalRuntime, ops: Sequence[Mapping[str, Any]],
+    def __init__(self, world: World, runtime: Runtime, ops: Sequence[Mapping[str, Any]],
                  writes: Sequence[Mapping[str, Any]], explored: Explored, headers: Mapping[str, str], seed: int,
                  policy_rules: Sequence[Mapping[str, Any]] = ()) -> None:
         self.world, self.runtime, self.explored, self.headers, self.seed = world, runtime, explored, headers, seed

@@ -22,6 +22,7 @@ from ._errors import CompileError
 from ._live import attempt_compiled
 from ._model import PROMPT_VERSION, ModelConfig
 from ._phases import PHASES, canonical, sha
+from ._sandboxed import RUNTIMES
 from ._steps import PhaseWork
 
 
@@ -55,13 +56,15 @@ def _inputs(run: PhaseWork, phase: str, previous: str) -> str:
                     "prompt_version": PROMPT_VERSION}
     if phase == "validate":
         options["repairs"] = run.repairs
+    if phase == "plan" and run.runtime_choice is not None:
+        options["runtime"] = run.runtime_choice
     return sha(canonical(options))
 
 
 def compile_world(source: str | Path, out: str | Path, *, describe: str | Path | None = None,
                   model: ModelConfig | None = None, repairs: int = 2, stop_after: str | None = None,
                   progress: Callable[[str, str, float], None] | None = None,
-                  live: tuple[AgentProfile, Endpoint] | None = None) -> CompileResult:
+                  live: tuple[AgentProfile, Endpoint] | None = None, runtime: str | None = None) -> CompileResult:
     """Compile the application in ``source`` into a world folder under ``out`` (see the package docstring).
 
     Args:
@@ -74,13 +77,17 @@ def compile_world(source: str | Path, out: str | Path, *, describe: str | Path |
         progress: Called ``(phase, "ran" | "skipped", seconds)`` after each phase.
         live: A model agent and its endpoint that then tries every validated job once (the gate's live attempt;
             evidence on the page, never a reason to keep a job out). None: no live attempt.
+        runtime: Where the application runs, ``auto``, ``docker`` or ``local``, over the description's
+            ``[application] runtime`` (None: as the description says).
 
     Raises:
         CompileError: one line naming the phase, what was expected and what arrived.
     """
     if stop_after is not None and stop_after not in PHASES:
         raise CompileError("inspect", f"expected --stop-after among {', '.join(PHASES)}; got {stop_after!r}")
-    run = PhaseWork(Path(source), Path(out), Path(describe) if describe else None, model, repairs)
+    if runtime is not None and runtime not in RUNTIMES:
+        raise CompileError("plan", f"expected --runtime among {', '.join(RUNTIMES)}; got {runtime!r}")
+    run = PhaseWork(Path(source), Path(out), Path(describe) if describe else None, model, repairs, runtime)
     seconds: dict[str, float] = {}
     skipped: list[str] = []
     previous = ""

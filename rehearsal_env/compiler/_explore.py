@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._runtime import LocalRuntime
+from ._sandboxed import Runtime
 
 KEY_FIELDS = ("name", "id", "slug", "key", "number", "login")
 """Fields an item's key is read from when none is named like the parameter."""
@@ -67,7 +67,7 @@ def fill_path(path: str, binding: Mapping[str, Any]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: quote(str(binding[m.group(1)]), safe=""), path)
 
 
-def explore(runtime: LocalRuntime, reads: Sequence[Mapping[str, Any]], headers: Mapping[str, str]) -> Explored:
+def explore(runtime: Runtime, reads: Sequence[Mapping[str, Any]], headers: Mapping[str, str]) -> Explored:
     """Explore the read operations (``{name, path, args}``) on the running application."""
     bindings: dict[str, list[dict[str, Any]]] = {}
     answers: dict[str, Any] = {}

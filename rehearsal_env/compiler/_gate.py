@@ -30,7 +30,7 @@ from ..env import RehearsalEnv
 from ..scenarios import Fault, Scenario, Solution, ToolCall
 from ..versions import validate_scenario
 from ..worlds import World
-from ._runtime import LocalRuntime
+from ._sandboxed import Runtime
 
 Repairer = Callable[[Sequence[tuple[dict[str, Any], str]]], list[dict[str, Any]]]
 """Failing model jobs with their reasons -> the model's repaired jobs."""
@@ -117,7 +117,7 @@ def _shows(text: str, value: Any) -> bool:
     return str(value) in text or json.dumps(value, ensure_ascii=True)[1:-1] in text
 
 
-def unreachable(world: World, scenario: Scenario, db: LocalRuntime, path_args: Mapping[str, Sequence[str]]) -> str:
+def unreachable(world: World, scenario: Scenario, db: Runtime, path_args: Mapping[str, Sequence[str]]) -> str:
     """'' when every path value the reference passes was shown before its call; else what was not."""
     env = RehearsalEnv(scenario, world, database=db, stress=False)
     agent = ScriptedAgent(scenario.reference)
@@ -137,7 +137,7 @@ def unreachable(world: World, scenario: Scenario, db: LocalRuntime, path_args: M
             return ""
 
 
-def judge(world: World, job: Mapping[str, Any], db: LocalRuntime,
+def judge(world: World, job: Mapping[str, Any], db: Runtime,
           path_args: Mapping[str, Sequence[str]]) -> tuple[bool, list[str], dict[str, str]]:
     """(fair, reasons, proof): one proposal through the screens and the gate."""
     try:
@@ -152,7 +152,7 @@ def judge(world: World, job: Mapping[str, Any], db: LocalRuntime,
     return validation.fair, list(validation.reasons), proof
 
 
-def _trim_snapshot_checks(world: World, job: dict[str, Any], db: LocalRuntime) -> dict[str, Any] | None:
+def _trim_snapshot_checks(world: World, job: dict[str, Any], db: Runtime) -> dict[str, Any] | None:
     """An evidence job without the goal checks that already hold on the untouched snapshot (None: nothing to trim,
     or nothing would remain)."""
     db.reset()
@@ -164,7 +164,7 @@ def _trim_snapshot_checks(world: World, job: dict[str, Any], db: LocalRuntime) -
     return {**job, "goal_checks": keep, "repaired": "goal checks that held on the untouched snapshot were dropped"}
 
 
-def validate_all(world: World, jobs: Sequence[dict[str, Any]], db: LocalRuntime,
+def validate_all(world: World, jobs: Sequence[dict[str, Any]], db: Runtime,
                  path_args: Mapping[str, Sequence[str]], *, repair: Repairer | None = None,
                  repairs: int = 2) -> dict[str, Any]:
     """Every job through the gate, with the repair loop; the validate phase's result (JSON-able)."""

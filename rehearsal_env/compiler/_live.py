@@ -4,8 +4,9 @@ As for a published version (``rehearsal world build --live-agent``), an attempt 
 reading the page, never a verdict on the job: the gate decided which jobs are fair before it, and a model
 failing keeps nothing out. It runs after the nine phases, on the world folder as packaged, with the
 application started as the phases start it; every attempt is appended to ``.compile/live_attempts.jsonl``
-and the page's last section lists the latest attempt of each job. It is not a phase: its results are
-not inputs of any phase and never change the world version.
+and ``.compile/LIVE.md`` lists the latest attempt of each job. It is not a phase: its results are not
+inputs of any phase, and nothing in the world folder changes (every file there is part of the world
+version).
 """
 
 from __future__ import annotations
@@ -19,25 +20,23 @@ from .._atomic import write_atomic
 from ..agents import AgentProfile, Endpoint
 from ..versions import LiveAttempt, attempt_all, describe_attempt, latest_by_scenario, load_attempts, save_attempts
 from ._phases import STATE_DIR
-from ._runtime import LocalRuntime
+from ._sandboxed import start_runtime
 from ._worldfolder import load
 
-PAGE_SECTION = "## Live attempts"
-"""The heading of the page's last section, rewritten by every live attempt."""
+PAGE = "LIVE.md"
+"""The page of the latest attempt of each job, beside the phases' results (rewritten by every live attempt)."""
 
 
 def attempt_compiled(world_dir: Path, plan: Mapping[str, Any], profile: AgentProfile,
                      endpoint: Endpoint) -> tuple[LiveAttempt, ...]:
     """Let ``profile`` attempt every job of the compiled world in ``world_dir`` (``plan``: the plan phase's result,
-    how the application starts); record the attempts and show them on the page."""
+    where the application runs); record the attempts and list them on ``.compile/LIVE.md``."""
     world = load(world_dir, "live attempt")
-    local = plan["local"]
-    with LocalRuntime(world, world_dir / "app", local["command"], local["env"], phase="live attempt",
-                      start_timeout_s=local.get("start_timeout_s", 30)) as runtime:
+    with start_runtime(world, world_dir, dict(plan), "live attempt") as runtime:
         attempts = attempt_all(world, world.scenarios(), runtime, profile, endpoint)
     state = world_dir.parent / STATE_DIR
     save_attempts(state, attempts)
-    _show(world_dir / "COMPILE.md", list(latest_by_scenario(load_attempts(state)).values()))
+    _show(state / PAGE, world.name, list(latest_by_scenario(load_attempts(state)).values()))
     return attempts
 
 
@@ -48,10 +47,9 @@ def summary_line(attempts: Sequence[LiveAttempt]) -> str:
                      if counts[o]) or "none"
 
 
-def _show(page: Path, attempts: Sequence[LiveAttempt]) -> None:
-    text = page.read_text()
-    head = text.split("\n" + PAGE_SECTION + "\n", 1)[0].rstrip("\n")
-    lines = [f"{PAGE_SECTION}\n", f"A model agent tried each job once after the gate: {summary_line(attempts)}. "
-             "An attempt is evidence, never a verdict: a job a model fails stays in.\n"]
+def _show(page: Path, name: str, attempts: Sequence[LiveAttempt]) -> None:
+    lines = [f"# {name}: live attempts\n",
+             f"A model agent tried each job once after the gate: {summary_line(attempts)}. An attempt is "
+             "evidence, never a verdict: a job a model fails stays in (../world/COMPILE.md gives each job's proof).\n"]
     lines += [f"- `{a.scenario}`: {describe_attempt(a)}" for a in attempts]
-    write_atomic(page, head + "\n\n" + "\n".join(lines) + "\n")
+    write_atomic(page, "\n".join(lines) + "\n")

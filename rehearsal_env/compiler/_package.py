@@ -54,8 +54,8 @@ def _page(results: Mapping[str, Any], kept: list[dict[str, Any]], out: list[dict
     inspected = results["inspect"]
     lines = [f"# {inspected['name']}: compiled\n",
              f"Compiled by `rehearsal world compile` from an application of "
-             f"{len(inspected['application']['files'])} files (digest {_app_digest(inspected)}), run as "
-             f"{results['plan']['runtime']} (see .compile/02-plan.json).\n",
+             f"{len(inspected['application']['files'])} files (digest {_app_digest(inspected)}); where it ran is "
+             "in .compile/02-plan.json, not here: the folder is the same wherever it was compiled.\n",
              f"**{len(kept)} jobs validated** over {len({j['category'] for j in kept})} kinds of work; "
              f"{len(out)} kept out.\n", "| split | jobs |", "|---|---|"]
     counts = Counter(j["split"] for j in kept)

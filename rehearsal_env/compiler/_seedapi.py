@@ -30,7 +30,7 @@ from ..worlds import World
 from ._author import Author, named_arguments, send
 from ._evidence import app_tables
 from ._explore import explore, fill_path, resource_of
-from ._runtime import LocalRuntime
+from ._sandboxed import Runtime
 
 MAX_API_CALLS = 500
 """The most writes ``[data] api`` may ask the seed phase to send."""
@@ -75,7 +75,7 @@ def adding_writes(ops: Sequence[Mapping[str, Any]], actors: Sequence[Mapping[str
             for actor in actors]
 
 
-def seed_through_api(world: World, runtime: LocalRuntime, ops: Sequence[Mapping[str, Any]],
+def seed_through_api(world: World, runtime: Runtime, ops: Sequence[Mapping[str, Any]],
                      actors: Sequence[Mapping[str, Any]], seed: int, calls: int,
                      policy_rules: Sequence[Mapping[str, Any]]) -> tuple[Seeded, dict[str, list[list[Any]]]]:
     """Send up to ``calls`` adding writes to the running application (see the module docstring); returns what was
@@ -139,15 +139,15 @@ def seed_through_api(world: World, runtime: LocalRuntime, ops: Sequence[Mapping[
     return done, _rows(world, runtime)
 
 
-def _send_once(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
+def _send_once(runtime: Runtime, op: Mapping[str, Any], args: Mapping[str, Any], headers: Mapping[str, str],
                done: Seeded, replay: Callable[[], None]) -> tuple[int, Any, str]:
     """Send one write and count it; a write not accepted (not 2xx) or that changed nothing is counted so, and one
     not accepted that changed rows anyway is undone. (status, answer, idempotency key); status 0: changed
     nothing."""
-    before, key = digest(runtime.db), f"seed-{done.sent}"
+    before, key = digest(runtime), f"seed-{done.sent}"
     status, reply = send(runtime, op, args, headers, key)
     done.sent += 1
-    changed = digest(runtime.db) != before
+    changed = digest(runtime) != before
     if not 200 <= status < 300:
         refusal = f"{op['name']} {status}"
         done.refused[refusal] = done.refused.get(refusal, 0) + 1
@@ -159,8 +159,8 @@ def _send_once(runtime: LocalRuntime, op: Mapping[str, Any], args: Mapping[str, 
     return status, reply, key
 
 
-def _rows(world: World, runtime: LocalRuntime) -> dict[str, list[list[Any]]]:
+def _rows(world: World, runtime: Runtime) -> dict[str, list[list[Any]]]:
     """Every application table's rows, ordered by key (the world's columns hold only int, real and text)."""
-    return {table.name: [list(row) for row in table_rows(runtime.db, table)] for table in app_tables(world)}
+    return {table.name: [list(row) for row in table_rows(runtime, table)] for table in app_tables(world)}
 
 

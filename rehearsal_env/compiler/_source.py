@@ -13,6 +13,7 @@ SOURCE or given with ``--describe``::
     health = "/health"                   # a GET answering 200 once it is up (within start_timeout_s, default 30)
     probe = "/repos"
     env = { APP_DSN = "{dsn}", APP_PORT = "{port}" }
+    runtime = "auto"                     # or "docker" (the sandbox) or "local" (local processes): ._sandboxed
     [http]   headers = { "X-Actor" = "bot" }       # sent with every tool call
     [schema] sql = ["migrations/001.sql"]          # the application's migrations (CREATE TABLE / INDEX), or
     [schema.from_app] command = [...]              # how it makes its schema on SQLite ({database}): ._appschema
@@ -45,6 +46,7 @@ from typing import Any
 from ..worlds import is_world_name
 from ._appschema import from_app_spec
 from ._errors import CompileError
+from ._sandboxed import RUNTIMES
 from ._seedapi import MAX_API_CALLS
 
 DESCRIPTION_FILE = "rehearsal-app.toml"
@@ -159,6 +161,13 @@ def _hook(value: object) -> str | None:
     return f"{method} {url_path(path, '[application] reset_hook path')}"
 
 
+def _runtime(value: object) -> str:
+    if value not in RUNTIMES:
+        raise CompileError(PHASE, f"expected [application] runtime as one of {', '.join(RUNTIMES)}; got "
+                           f"{str(value)[:80]!r}")
+    return str(value)
+
+
 def _bounded(value: object, what: str, low: int, high: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise CompileError(PHASE, f"expected [application] {what} as a whole number from {low} to {high}; got "
@@ -241,7 +250,8 @@ def inspect_source(source: Path, describe: Path | None) -> dict[str, Any]:
                         "probe": url_path(app.get("probe", "/"), "[application] probe"),
                         "env": {str(k): str(v) for k, v in dict(app.get("env", {})).items()},
                         "reset_hook": _hook(app.get("reset_hook")),
-                        "start_timeout_s": _bounded(app.get("start_timeout_s", 30), "start_timeout_s", 1, 300)},
+                        "start_timeout_s": _bounded(app.get("start_timeout_s", 30), "start_timeout_s", 1, 300),
+                        "runtime": _runtime(app.get("runtime", "auto"))},
         "policies": [{"text": p["text"], "rules": [dict(r) for r in p.get("rules", [])]} for p in policies],
         "headers": headers,
         "actors": [{"role": a["role"], "description": str(a.get("description", "")),

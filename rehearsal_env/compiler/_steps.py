@@ -25,7 +25,7 @@ from ._model import PROMPT_VERSION, CompilerModel, ModelConfig, prompt_hashes
 from ._openapi import operations, parse_document, tool_of
 from ._package import package
 from ._phases import PhaseStore, sha
-from ._runtime import LocalRuntime, docker_available
+from ._sandboxed import Runtime, plan_runtime, start_runtime
 from ._seedapi import seed_through_api
 from ._source import inspect_source, resolve
 from ._worldfolder import WORLD_DIR, copy_sources, load, seed_sql, world_toml
@@ -38,8 +38,10 @@ class PhaseWork:
     """The work of each phase for one compile (see the module docstring)."""
 
     def __init__(self, source: Path, out: Path, describe: Path | None, model: ModelConfig | None,
-                 repairs: int) -> None:
+                 repairs: int, runtime: str | None = None) -> None:
         self.source, self.out, self.describe, self.model, self.repairs = source, out, describe, model, repairs
+        self.runtime_choice = runtime
+        """Where the application runs, given to the compile (None: as the description says)."""
         self.store = PhaseStore(out)
         self.world_dir = out / WORLD_DIR
         self.results: dict[str, Any] = {}
@@ -59,11 +61,10 @@ class PhaseWork:
         write_atomic(self.world_dir / "world.toml", world_toml(r["inspect"], migrations, seeded=seeded, tools=tools,
                                                                roles=roles, policies=policies, name=name))
 
-    def runtime(self, phase: str, *, verify_reset: bool = True) -> LocalRuntime:
-        world = load(self.world_dir, phase)
-        local = self.results["plan"]["local"]
-        return LocalRuntime(world, self.world_dir / "app", local["command"], local["env"], phase=phase,
-                            verify_reset=verify_reset, start_timeout_s=local.get("start_timeout_s", 30))
+    def runtime(self, phase: str, *, verify_reset: bool = True) -> Runtime:
+        """The application of the world folder as written so far, started where the plan says."""
+        return start_runtime(load(self.world_dir, phase), self.world_dir, self.results["plan"], phase,
+                             verify_reset=verify_reset)
 
     # -- the phases ------------------------------------------------------------------------
     def inspect(self) -> dict[str, Any]:
@@ -85,12 +86,8 @@ class PhaseWork:
 
     def plan(self) -> dict[str, Any]:
         app = self.results["inspect"]["application"]
-        daemon = docker_available()
-        return {"runtime": "local-process",
-                "why": ("a Docker daemon answers here, but the compile's Docker path is not built yet: the application "
-                        "runs as local processes; the world folder runs on the sandbox with --backend docker")
-                if daemon else "no Docker daemon answers here: the application runs as local processes on "
-                "127.0.0.1 with its own PostgreSQL database, without the sandbox's isolation",
+        runtime, why = plan_runtime(self.runtime_choice or app.get("runtime", "auto"))
+        return {"runtime": runtime, "why": why,
                 "local": {"command": app["command"], "env": app["env"], "start_timeout_s": app["start_timeout_s"]},
                 "health": app["health"], "probe": app["probe"], "port": app["port"], "reset_hook": app["reset_hook"]}
 

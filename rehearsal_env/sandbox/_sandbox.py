@@ -100,6 +100,16 @@ class Running:
     """The Docker SDK container object."""
 
 
+def _exited(container: Any) -> str:
+    """How a container ended and the last of its output (for an error message)."""
+    try:
+        container.reload()
+        output = container.logs(tail=5).decode(errors="replace").strip()[-300:]
+        return f"exited with status {container.attrs['State']['ExitCode']}; its output: {output or 'none'}"
+    except Exception as exc:  # only a diagnostic
+        return f"its state unknown: {exc}"
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:20] or "world"
 
@@ -188,10 +198,21 @@ class Sandbox:
             raise SandboxError(f"the sandbox's {role} container could not be restarted: {exc}") from exc
 
     def _drop_default_route(self, running: Running) -> None:
-        out = self.client.containers.run(
-            self.base.tag, ["sh", "-c", "ip route del default 2>/dev/null; ip route show default | wc -l"],
-            network_mode=f"container:{running.container.id}", cap_add=["NET_ADMIN"], remove=True,
-            labels={**self.labels, "rehearsal.role": "route-helper"}, environment={})
+        import docker.errors
+
+        helper = f"{running.name}-route"  # named, so that a helper whose run failed is removed here, not left over
+        try:
+            out = self.client.containers.run(
+                self.base.tag, ["sh", "-c", "ip route del default 2>/dev/null; ip route show default | wc -l"],
+                network_mode=f"container:{running.container.id}", cap_add=["NET_ADMIN"], remove=True, name=helper,
+                labels={**self.labels, "rehearsal.role": "route-helper"}, environment={})
+        except docker.errors.DockerException as exc:  # e.g. the container stopped at once (its command exited)
+            try:
+                self.client.containers.get(helper).remove(force=True)
+            except docker.errors.DockerException:
+                pass
+            raise SandboxError(f"{running.name} stopped before its default route was deleted "
+                               f"({_exited(running.container)}; {exc})") from exc
         if out.decode().strip() != "0":
             raise SandboxError(f"could not delete the default route of {running.name}: {out!r}")
 
