@@ -291,10 +291,10 @@ class ModelServer:
         """A solver's reply, with the server's tokens and delay."""
         return Reply(tool_calls=reply.tool_calls, tokens=self.tokens, delay_s=self.delay_s)
 
-    def _scenario(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Scenario | None:
+    def _scenario(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Scenario | None:
         """The scenario whose opening request is the first user message (or that a system message names); among
-        those with one opening, one whose reference uses only the tools offered (a role's), then the one whose
-        customer answers were heard."""
+        those with one opening, the one whose customer answers were heard, then one whose reference uses only the
+        tools offered (a role's: two roles' jobs may share a request)."""
         assert isinstance(self.world, World)
         system = next((str(m.get("content")) for m in messages if m.get("role") == "system"), "")
         found = _SCENARIO.search(system)
@@ -314,13 +314,13 @@ class ModelServer:
 
         answers = [str(m.get("content")) for m in messages if m.get("role") in ("user", "tool")][1:]
 
-        offered = {str((t.get("function") or {}).get("name")) for t in tools if isinstance(t, dict)}
+        offered = {str((t.get("function") or {}).get("name")) for t in tools or () if isinstance(t, dict)}
+        own = {t.name for t in self.world.tools}  # the world's tools, which roles share out (not the built-ins)
 
-        def heard(s: Scenario) -> int:  # scenarios with one opening differ in what their customer answers
-            changed = s.change is not None and any(s.change.message in text for text in answers)
-            usable = not offered or {c.tool for c in s.solution("reference").calls} <= offered
-            return sum(any(reply in text for _, reply in s.facts) for text in answers) + 1000 * changed + \
-                100_000 * usable
+        def heard(s: Scenario) -> tuple[int, bool]:  # scenarios with one opening differ in what their customer
+            changed = s.change is not None and any(s.change.message in text for text in answers)  # answers, then in
+            usable = {c.tool for c in s.solution("reference").calls} & own <= offered  # the role whose tools are given
+            return sum(any(reply in text for _, reply in s.facts) for text in answers) + 1000 * changed, usable
 
         return max(candidates, key=heard, default=None)
 
