@@ -21,6 +21,8 @@ readable top to bottom (cleanrl style).
    lessons in the instructions of the next version (same weights), as `rehearsal improve RUN_DIR` writes them.
 3. SFT (TRL's ``SFTTrainer``) on the reference solutions of **train** scenarios only, as the ``openai`` agent sends
    them to a model (``sft_data``), the loss on the assistant's replies.
+3b. With ``--grpo-scenarios learnable``, GRPO's scenarios are the train scenarios whose samples of the SFT weights,
+   served at GRPO's temperature, differ in reward (``learnability``: a group whose rollouts agree teaches nothing).
 4. GRPO (TRL's ``GRPOTrainer`` with ``environment_factory``) on **train** scenarios, with the system prompt the
    served agent has, twice from the same SFT weights at the same number of steps (``grpo_arms``): with the outcome
    reward (the ``rl`` profile) and with per-turn rewards (``rl_turns``: the end reward plus ``turn_progress``, the
