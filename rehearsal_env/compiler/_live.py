@@ -3,8 +3,8 @@
 As for a published version (``rehearsal world build --live-agent``), an attempt is evidence for a person
 reading the page, never a verdict on the job: the gate decided which jobs are fair before it, and a model
 failing keeps nothing out. It runs after the nine phases, on the world folder as packaged, with the
-application started as the phases start it; every attempt is appended to ``.compile/live_attempts.jsonl``
-and ``.compile/LIVE.md`` lists the latest attempt of each job. It is not a phase: its results are not
+application started as the phases start it; each attempt is appended to ``.compile/live_attempts.jsonl``
+as it ends, and ``.compile/LIVE.md`` lists the latest attempt of each job. It is not a phase: its results are not
 inputs of any phase, and nothing in the world folder changes (every file there is part of the world
 version).
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_atomic
-from ..agents import AgentProfile, Endpoint
-from ..versions import LiveAttempt, attempt_all, describe_attempt, latest_by_scenario, load_attempts, save_attempts
+from ..agents import AgentProfile, Endpoint, ModelAgents
+from ..versions import LiveAttempt, attempt, describe_attempt, latest_by_scenario, load_attempts, save_attempts
 from ._phases import STATE_DIR
 from ._sandboxed import start_runtime
 from ._worldfolder import load
@@ -32,12 +32,15 @@ def attempt_compiled(world_dir: Path, plan: Mapping[str, Any], profile: AgentPro
     """Let ``profile`` attempt every job of the compiled world in ``world_dir`` (``plan``: the plan phase's result,
     where the application runs); record the attempts and list them on ``.compile/LIVE.md``."""
     world = load(world_dir, "live attempt")
-    with start_runtime(world, world_dir, dict(plan), "live attempt") as runtime:
-        attempts = attempt_all(world, world.scenarios(), runtime, profile, endpoint)
     state = world_dir.parent / STATE_DIR
-    save_attempts(state, attempts)
+    agents = ModelAgents(profile, endpoint)
+    attempts: list[LiveAttempt] = []
+    with start_runtime(world, world_dir, dict(plan), "live attempt") as runtime:
+        for scenario in world.scenarios():  # each saved as it ends: a killed attempt keeps the jobs it tried
+            attempts.append(attempt(world, scenario, runtime, agents))
+            save_attempts(state, attempts[-1:])
     _show(state / PAGE, world.name, list(latest_by_scenario(load_attempts(state)).values()))
-    return attempts
+    return tuple(attempts)
 
 
 def summary_line(attempts: Sequence[LiveAttempt]) -> str:

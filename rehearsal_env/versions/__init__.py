@@ -14,6 +14,7 @@ from ._crashes import CRASH_FILE, note_tool_crashes, tool_crash_counts
 from ._live import (
     LIVE_FILE,
     LiveAttempt,
+    attempt,
     attempt_all,
     attempt_version,
     describe_attempt,
@@ -65,6 +66,7 @@ __all__ = [
     "VersionConflict",
     "Withdrawal",
     "WorldVersion",
+    "attempt",
     "attempt_all",
     "attempt_version",
     "build_and_publish",
