@@ -24,6 +24,7 @@ from rehearsal_env.measure import (
     WITHIN_FLOOR,
     RunError,
     adaptive_study,
+    allocation_gain,
     compare,
     compare_sequentially,
     format_adaptive,
@@ -33,8 +34,11 @@ from rehearsal_env.measure import (
     looks,
     play_order,
     sequential_study,
+    simulate_sprt,
+    sprt_saving,
     summarize,
 )
+from rehearsal_env.measure._adaptive import adaptive_outcomes, prior_from_rates
 from rehearsal_env.measure._seqstudy import simulate
 from rehearsal_env.measure._sequential import interval, log_capital, predictable_variance
 from rehearsal_env.runner import RunConfig
@@ -255,12 +259,91 @@ def test_informative_selection_plays_the_scenarios_that_tell_a_from_b(tmp_path: 
     assert check is not None and check.agrees  # the interval recomputed in run.json's order is the recorded one
 
 
+def test_with_earlier_runs_compare_chooses_from_the_first_pair(tmp_path: Path) -> None:
+    """Earlier runs where A passed every scenario and B failed half: their item model says which half tells, and
+    the next comparison plays that half from its first batch on (no seeded round)."""
+    a, b = configs()
+    names = sorted(s.id for s in load_world("shop").scenarios("dev") if any(w.name == WRONG for w in s.wrong))
+    hard = set(names[::2])
+
+    def b_factory(scenario: Scenario) -> ScriptedAgent:
+        return ScriptedAgent(scenario.solution(WRONG if scenario.id in hard else "reference"))
+
+    compare_sequentially(a, b, tmp_path / "before", max_episodes=len(names), design_repeats=1, floor=0.05,
+                         select="order", factory_a=mixture(1.0, 1), factory_b=b_factory)
+    earlier = [tmp_path / "before" / "A", tmp_path / "before" / "B"]
+    result = compare_sequentially(a, b, tmp_path / "now", max_episodes=len(names), design_repeats=1, floor=0.05,
+                                  batch_pairs=5, earlier=earlier, factory_a=mixture(1.0, 3), factory_b=b_factory)
+    plan = [s for s, _, _ in json.loads((tmp_path / "now" / "A" / "run.json").read_text())["episodes"]]
+    assert result.select == "informative" and len(plan) >= 5
+    assert sum(s in hard for s in plan) >= 0.85 * len(plan)  # the seeded order gives half, in any batch about half
+    (ra,), (rb,) = load_run(tmp_path / "now" / "A"), load_run(tmp_path / "now" / "B")
+    check = compare(ra, rb).sequential
+    assert check is not None and check.agrees
+
+
 def test_the_adaptive_study_keeps_its_error_and_saves_where_scenarios_tell_nothing() -> None:
     study = adaptive_study(replicates=300, seed=3, scenarios=(30,), designs=(3,))
+    assert {c.chooser for c in study.nulls} == {"informative", "informative + item model"}
     assert all(c.error <= 0.08 for c in study.nulls)  # at most 5% in expectation; 300 replicates
     rows = {(r.suite, r.chooser): r for r in study.power}
-    idle, busy = rows[("half the scenarios tell nothing", "seeded order")], \
-        rows[("half the scenarios tell nothing", "informative")]
+    idle, busy, primed = (rows[("half the scenarios tell nothing", c)]
+                          for c in ("seeded order", "informative", "informative + item model"))
     assert busy.mean_pairs < idle.mean_pairs and busy.saving is not None and idle.saving is not None
     assert busy.saving > 1.5 * idle.saving
-    assert "the 2 x saving is met in" in format_adaptive(study)
+    assert primed.mean_pairs < busy.mean_pairs  # no seeded round: the item model's first pairs already tell
+    # every scenario informative: no sequential test could save 2 x at the power reached, and none did
+    for r in (r for r in study.power if r.suite == "every scenario informative"):
+        assert r.saving is not None and r.sprt_bound is not None and r.saving < r.sprt_bound < 2.0
+    # half the scenarios tell nothing: giving the pairs to the half that tells doubles what can be saved
+    assert primed.allocation_bound is not None and primed.sprt_bound is not None
+    assert 1.8 * primed.sprt_bound < primed.allocation_bound < 2.2 * primed.sprt_bound
+    assert idle.allocation_bound is None
+    text = format_adaptive(study)
+    assert "the 2 x saving is met in" in text and "beyond any sequential test at the power reached" in text
+
+
+def test_the_sprt_bound_is_walds_closed_form() -> None:
+    def by_hand(power: float) -> float:  # fixed n x I over the SPRT's E[N] x I, alpha 5% two-sided
+        z = stats.norm.ppf(0.975) + stats.norm.ppf(power)
+        return (z * z / 2) / (power * math.log(power / 0.025) + (1 - power) * math.log((1 - power) / 0.975))
+
+    for power, figure in ((0.8, 1.598), (0.9, 1.753)):
+        assert sprt_saving(power) == pytest.approx(by_hand(power)) and abs(sprt_saving(power) - figure) < 1e-3
+    assert sprt_saving(0.95) < 2.0 < sprt_saving(0.97)  # 2 x needs a power near 96%, whatever the test
+    assert all(sprt_saving(a) < sprt_saving(b) for a, b in [(0.6, 0.8), (0.8, 0.9), (0.9, 0.99)])
+    with pytest.raises(ValueError, match="alpha / 2 < power < 1"):
+        sprt_saving(0.02)
+
+
+def test_a_simulated_sprt_saves_what_walds_bound_says() -> None:
+    reached, pairs, fixed = simulate_sprt(0.9, shift=0.1, replicates=2000, seed=1)
+    assert abs(reached - 0.9) < 0.02  # Wald's boundaries give about the power they are set for
+    assert fixed / pairs == pytest.approx(sprt_saving(reached), rel=0.05)
+    # a large shift per pair overshoots the boundaries: the real SPRT saves less than the approximation
+    reached, pairs, fixed = simulate_sprt(0.9, shift=0.5, replicates=2000, seed=1)
+    assert fixed / pairs < sprt_saving(reached)
+
+
+def test_allocation_gain_is_neymans() -> None:
+    assert allocation_gain(np.full(8, 0.3)) == pytest.approx(1.0)
+    assert allocation_gain(np.array([0.0, 0.0, 0.4, 0.4])) == pytest.approx(2.0)  # half tell nothing
+    assert allocation_gain(np.array([0.1, 0.4])) == pytest.approx(10 / 9)  # 0.25 / ((sqrt .1 + sqrt .4) / 2)^2
+    with pytest.raises(ValueError, match="at least one above 0"):
+        allocation_gain(np.zeros(3))
+
+
+def test_with_an_item_model_the_first_pairs_go_to_the_scenarios_that_tell() -> None:
+    rng = np.random.default_rng(4)
+    n, reps = 40, 200
+    p = np.where(np.arange(n) < n // 2, 0.5, 1.0)  # the second half: both always pass
+    pa = np.broadcast_to(p, (reps, n))
+    told = adaptive_outcomes(rng, pa, pa, 20, 10, prior_from_rates(p, [3] * n))
+    seeded = adaptive_outcomes(rng, pa, pa, 20, 10)
+    # a pair on a scenario that tells disagrees half the time; on one that tells nothing, never
+    assert np.mean(told != 0) > 0.4 > 0.3 > np.mean(seeded != 0)
+    # and "no difference" is still declared at most 5% of the time with the item model choosing from the start
+    q = rng.beta(0.5, 0.5, (600, 30))
+    d = adaptive_outcomes(rng, q, q, 180, 10, prior_from_rates(rng.binomial(3, q) / 3, np.full(q.shape, 3)))
+    differ, *_ = simulate(d, 90)
+    assert differ.mean() <= 0.05

@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="informative (default): after one round in the seeded order, play the scenarios that can "
                         "tell A from B (those both always pass or always fail fade out); order: the seeded order")
     p.add_argument("--earlier", action="append", default=[], metavar="RUN_DIR",
-                   help="an earlier run of the world whose pass rates seed the informative choice (repeatable)")
+                   help="an earlier run of the world whose pass rates seed the informative choice, which then "
+                        "chooses from the first pair on, with no seeded round (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="base reset seed; repeat k resets with seed + k (default: 0)")
     p.add_argument("--backend", choices=BACKENDS, default=None,
                    help="database backend (default: what the world's tools need)")

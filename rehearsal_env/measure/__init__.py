@@ -56,6 +56,7 @@ from ._sequential import (
 )
 from ._sequential import METHOD as SEQUENTIAL_METHOD
 from ._sequential import REFERENCE as SEQUENTIAL_REFERENCE
+from ._sprtbound import allocation_gain, simulate_sprt, sprt_saving
 from ._summary import AgentReport, summarize
 
 
@@ -141,6 +142,9 @@ __all__ = [
     "AdaptiveNull",
     "AdaptivePower",
     "AdaptiveStudy",
+    "allocation_gain",
+    "simulate_sprt",
+    "sprt_saving",
     "SELECT",
     "looks",
     "play_order",

@@ -5,8 +5,10 @@ nothing, and a fixed design spends its share of episodes on it anyway. After one
 (every scenario once), each pair of a batch goes to the scenario whose **discordance** (the chance that A and B
 disagree on it, ``P(y_A != y_B)``) is largest in a draw from its posterior (:func:`pick`: Thompson sampling on a
 Beta(1/2, 1/2) prior updated with the pairs scored on that scenario so far and, when given, pseudo-pairs from
-earlier runs of the world: an item model of each scenario, :func:`prior_from_rates`). Scenarios that never
-disagreed fade out of play; those that do are played more; none is ever excluded.
+earlier runs of the world: an item model of each scenario, :func:`prior_from_rates`). With an item model there is
+no seeded round: the item model already says which scenarios are likely to tell A from B, so Thompson sampling
+chooses from the first pair on (:func:`first_round`). Scenarios that never disagreed fade out of play; those that
+do are played more; none is ever excluded.
 
 The anytime-valid guarantee is kept because the choice is predictable: it uses only pairs already scored (a
 batch's pairs are chosen before any of them is played) and a seeded generator. Under "no difference" (A and B
@@ -71,17 +73,23 @@ def earlier_rates(records: Sequence[Mapping[str, object]], scenarios: Sequence[s
     return ([v / n if n else 0.5 for v, n in counts.values()], [n for _, n in counts.values()])
 
 
+def first_round(scenarios: int, prior: object | None) -> int:
+    """Pairs played in the seeded order before :func:`pick` chooses: one round (every scenario once) without an
+    item model, none with one (its prior already tells the scenarios apart)."""
+    return 0 if prior is not None else scenarios
+
+
 def adaptive_outcomes(rng: np.random.Generator, pa: np.ndarray, pb: np.ndarray, total: int, batch: int,
                       prior: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Simulated paired differences (replicates x ``total`` pairs) in play order under informative selection: the
-    first round a seeded permutation (every scenario once), then batches of ``batch`` pairs chosen by :func:`pick`
+    first round (:func:`first_round`) a seeded permutation, then batches of ``batch`` pairs chosen by :func:`pick`
     from the pairs of the earlier batches."""
     reps, n = pa.shape
     d = np.zeros((reps, total))
     plays = np.zeros((reps, n))
     disagree = np.zeros((reps, n))
     row = np.arange(reps)[:, None]
-    first = min(n, total)
+    first = min(first_round(n, prior), total)
     order = rng.permuted(np.tile(np.arange(n), (reps, 1)), axis=1)[:, :first]
     done = 0
     while done < total:

@@ -6,9 +6,10 @@ plus :data:`SEQUENTIAL_FILE`, the marker that the stopping was sequential: the m
 budget, every look and the decision. With ``select="order"`` the plan in ``run.json`` is the whole budget in play
 order: a fresh permutation of the scenarios per round (numpy's ``default_rng([seed, round])``), every scenario
 before any repeats; round r is repeat r, reset with seed ``config.seed + r`` as in any run. With
-``select="informative"`` (the default) the first round is the same, and each later batch's pairs are chosen from
-the pairs scored so far (:mod:`._adaptive`); a scenario's k-th play is repeat k, reset with ``config.seed + k``, and
-``run.json`` holds the pairs played, in play order, rewritten before each batch. Batch i of the plan holds
+``select="informative"`` (the default) the first round is the same (none with an item model from earlier runs),
+and each later batch's pairs are chosen from the pairs scored so far (:mod:`._adaptive`); a scenario's k-th play
+is repeat k, reset with ``config.seed + k``, and ``run.json`` holds the pairs played, in play order, rewritten
+before each batch. Batch i of the plan holds
 the same (scenario, repeat) pairs in both runs. ``rehearsal run --resume DIR`` would play the rest of the
 budget as a fixed design; the marker then no longer describes the run (measure says so).
 
@@ -47,7 +48,7 @@ from ..runner import (
 from ..runner._plan import check_retries
 from ..runner._retry import as_retry, retryable
 from ..worlds import World
-from ._adaptive import SELECT, earlier_rates, pick, prior_from_rates
+from ._adaptive import SELECT, earlier_rates, first_round, pick, prior_from_rates
 from ._seqreport import SEQUENTIAL_FILE
 from ._sequential import (
     ALPHA,
@@ -86,7 +87,7 @@ def compare_sequentially(config_a: RunConfig, config_b: RunConfig, out: str | Pa
     BUDGET_MULTIPLE x scenarios x ``design_repeats``. ``on_look(look, episodes)`` is called after each batch.
     ``select``: ``informative`` (after one round in the seeded order, each batch's pairs go to the scenarios that
     can tell A from B, :mod:`._adaptive`; ``earlier``: run directories of the world whose records fit its item
-    model) or ``order`` (the seeded order throughout).
+    model, which then chooses from the first pair on) or ``order`` (the seeded order throughout).
 
     Raises:
         ValueError: configs of different worlds, splits or backends, no common scenario, a bad budget.
@@ -212,8 +213,8 @@ class _Chooser:
         size = min(self.size, self.budget - start)
         if not self.informative:
             specs = self.plan[start:start + size]
-        else:  # the first round in the seeded order, the rest of the batch chosen
-            specs = self.plan[start:min(start + size, len(self.common))]
+        else:  # the first round in the seeded order (none with an item model), the rest of the batch chosen
+            specs = self.plan[start:min(start + size, first_round(len(self.common), self.prior))]
             for spec in specs:
                 self.repeats[spec.scenario] = spec.repeat + 1
             if len(specs) < size:
