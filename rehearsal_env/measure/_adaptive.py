@@ -14,11 +14,14 @@ The anytime-valid guarantee is kept because the choice is predictable: it uses o
 batch's pairs are chosen before any of them is played) and a seeded generator. Under "no difference" (A and B
 succeed equally often on every scenario) each pair's x = (d + 1) / 2 has conditional mean 1/2 whichever scenario
 was chosen, so the betting capital at 1/2 is still a nonnegative martingale and the chance of ever declaring a
-difference stays at most alpha (Ville). What the interval covers changes: the mean difference of the pairs as
-played, weighted to the scenarios that disagree. Scenarios that never disagree have difference 0, so that mean
-has the sign of the suite's and is at least as large: "a difference" keeps its direction, and "within the floor"
-on it implies within the floor on the suite (see docs/measure.md for the study and the one assumption: a
-scenario that never disagreed in the pairs played would not have disagreed later either).
+difference stays at most alpha (Ville); the item model is fixed before the comparison starts, so choosing from
+the first pair with it changes nothing here. What the interval covers changes: the mean difference of the pairs
+as played, weighted to the scenarios that disagree. Scenarios that never disagree have difference 0, so when the
+scenarios' differences share one sign that mean has the sign of the suite's and is at least as large: "a
+difference" keeps its direction, and "within the floor" on it implies within the floor on the suite; with mixed
+signs it is the mean weighted toward the scenarios that disagree most (see docs/measure.md for the study and the
+one assumption: a scenario that never disagreed in the pairs played, or, with an item model, was never played,
+would not have disagreed later either).
 """
 
 from __future__ import annotations
