@@ -31,6 +31,7 @@ always fail have sigma_j = 0: with half of them, the gain is about 2.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
@@ -67,7 +68,7 @@ def sprt_saving(power: float, alpha: float = ALPHA) -> float:
     return fixed_information(power, alpha) / sprt_expected_information(power, alpha)
 
 
-def allocation_gain(variances: np.ndarray) -> float:
+def allocation_gain(variances: np.ndarray | Sequence[float]) -> float:
     """``mean(sigma_j^2) / mean(sigma_j)^2``: how much a chooser that gives scenario j pairs in proportion to sigma_j
     (Neyman's allocation) can cut the variance of the suite's mean difference against every scenario equally."""
     sd = np.sqrt(np.clip(np.asarray(variances, dtype=float), 0.0, None))
