@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,11 @@ def test_a_second_compile_is_byte_identical_and_a_third_resumes(compiled: Any, t
     assert third.skipped == PHASES[1:]  # inspect always looks at the source again; nothing else reran
 
 
-def test_an_edited_phase_result_reruns_what_follows(compiled: Any, tmp_path: Path) -> None:
+def test_an_edited_phase_result_reruns_what_follows(compiled: Any, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    temp = tmp_path / "temp"  # this process's temporary folder: the application's logs and home while it runs
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     out = tmp_path / "edited"
     shutil.copytree(compiled.folder.parent, out)
     adapt = out / ".compile" / "06-adapt.json"
@@ -119,6 +124,7 @@ def test_an_edited_phase_result_reruns_what_follows(compiled: Any, tmp_path: Pat
     result = compile_world(REVIEWS, out, describe=DESCRIBE)
     assert set(result.skipped) == {"plan", "materialize", "discover", "seed", "adapt"}  # the rest ran again
     assert "Edited by a person." in (out / "world" / "world.toml").read_text()
+    assert not list(temp.iterdir()), "the application's log folder outlived the compile"
 
 
 def _kill_in(phase: str, src: Path, out: Path, up: Any) -> int:

@@ -21,6 +21,7 @@ import atexit
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -275,7 +276,8 @@ class LocalRuntime:
                                 "keeps state outside its database; declare a reset_hook")
 
     def close(self) -> None:
-        """Stop the application and the emulator, drop the database."""
+        """Stop the application and the emulator, drop the database, remove their logs' folder (an error that
+        needed a log has quoted its last lines already)."""
         if self._http is not None:
             self._http.close()
             self._http = None
@@ -285,6 +287,7 @@ class LocalRuntime:
         if self._db is not None:
             self._db.close()
             self._db = None
+        shutil.rmtree(self._logs, ignore_errors=True)
 
     def __enter__(self) -> LocalRuntime:
         return self
