@@ -27,12 +27,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
-import anyio
-import anyio.to_thread
+from ._handoff import Threads
 
 T = TypeVar("T")
 HEAVY_S = 0.25
@@ -61,9 +59,8 @@ class FairLimiter:
             raise ValueError(f"expected total >= 1, 1 <= per_key <= total and 1 <= heavy_total <= total, got "
                              f"{total}, {per_key} and {heavy_total}")
         self.total, self.per_key, self.heavy_total, self.heavy_s = total, per_key, heavy_total, heavy_s
-        self._threads = anyio.CapacityLimiter(total)
-        self._heavy_threads = ThreadPoolExecutor(heavy_total, thread_name_prefix="rehearsal-heavy",
-                                                 initializer=_lower_priority)
+        self._threads = Threads(total, "rehearsal-worker")
+        self._heavy_threads = Threads(heavy_total, "rehearsal-heavy", initializer=_lower_priority)
         self._running: dict[str, int] = {}
         self._cost: dict[str, float] = {}
         self._waiting: dict[str, deque[tuple[int, asyncio.Future[bool]]]] = {}
@@ -76,17 +73,16 @@ class FairLimiter:
         heavy = await self._acquire(key)
         began = time.monotonic()
         try:
-            if heavy:
-                return await asyncio.get_running_loop().run_in_executor(self._heavy_threads, partial(fn, *args))
-            return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._threads)
+            return await (self._heavy_threads if heavy else self._threads).run(partial(fn, *args))
         finally:
             took = time.monotonic() - began
             self._cost[key] = (1 - SMOOTHING) * self._cost.get(key, took) + SMOOTHING * took
             self._release(key, heavy)
 
     def close(self) -> None:
-        """Stop the heavy threads (once nothing runs on them)."""
-        self._heavy_threads.shutdown(wait=False)
+        """Stop the worker threads (each ends once nothing is left for it)."""
+        self._threads.close()
+        self._heavy_threads.close()
 
     def running(self, key: str) -> int:
         """Slots ``key`` holds now."""
