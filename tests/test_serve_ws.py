@@ -183,3 +183,18 @@ def test_deeply_nested_bodies_are_a_422_over_http_and_an_error_frame_over_websoc
     assert stepped.status_code == 422 and "nested" in str(stepped.json())
     assert code == 422 and "nested" in str(body)
     assert after[0] == 200 and after[1]["turn"] == 1
+
+
+def test_frames_sent_without_waiting_are_each_answered_in_order(tmp_path: Path) -> None:
+    """The server reads on while a few frames wait for the app (``_wsproto``) and stops reading past that: either
+    way every frame of a client that does not wait for answers gets its own answer, in the order sent."""
+    with serving(tmp_path) as (url, http, out), ws(url) as conn:
+        code, started = frame(conn, {"op": "start", "world": "shop", "scenario": SCENARIO, "seed": 0})
+        assert code == 201
+        sent = [{"action": LOOKUP, "step_index": i} for i in range(12)]  # past QUEUED frames at once
+        for body in sent:
+            conn.send(json.dumps(body))
+        answers = [json.loads(conn.recv(timeout=30)) for _ in sent]
+        assert [a["code"] for a in answers] == [200] * len(sent)
+        assert [a["body"]["step_index"] for a in answers] == list(range(1, len(sent) + 1))
+        assert http.get(f"/v1/episodes/{started['episode_id']}").json()["turn"] == len(sent)

@@ -26,6 +26,7 @@ from uvicorn.supervisors import Multiprocess
 from ._app import create_app
 from ._config import CONFIG_ENV, ServeConfig
 from ._limits import KEEP_ALIVE_S, ws_max_size
+from ._wsproto import PROTOCOL
 
 
 class ServerThread:
@@ -37,6 +38,7 @@ class ServerThread:
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, **options: Any) -> None:
         options.setdefault("timeout_keep_alive", KEEP_ALIVE_S)
+        options.setdefault("ws", PROTOCOL)
         config = getattr(app.state, "config", None)  # create_app's ServeConfig; other apps (OpenEnv's) have none
         if config is not None:
             options.setdefault("ws_max_size", ws_max_size(config.max_body_bytes))
@@ -105,12 +107,12 @@ def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000
     if workers == 1:
         uv = uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=10, timeout_keep_alive=int(keep_alive),
-                            ws_max_size=ws_max_size(config.max_body_bytes))
+                            ws_max_size=ws_max_size(config.max_body_bytes), ws=PROTOCOL)
     else:
         uv = uvicorn.Config("rehearsal_env.serve:app_from_environment", factory=True, host=host, port=port,
                             workers=workers, log_level=log_level, timeout_graceful_shutdown=10,
                             timeout_keep_alive=int(keep_alive), timeout_worker_healthcheck=120,
-                            ws_max_size=ws_max_size(config.max_body_bytes))
+                            ws_max_size=ws_max_size(config.max_body_bytes), ws=PROTOCOL)
         # a worker loads the worlds before it answers uvicorn's health check; 5 s is too short on a busy machine
     sock = bind(host, port)
     bound = sock.getsockname()[1]
