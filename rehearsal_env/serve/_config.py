@@ -37,8 +37,11 @@ class ServeConfig:
     """The keys file (``rehearsal keys create``); None: no keys, loopback clients only."""
     stress: bool = True
     """Whether the stress layer is on."""
-    flush_every: int = 32
-    """Records per part file (buffered records are also written about every second)."""
+    flush_every: int = 128
+    """Most records per part file; buffered records are also written about every second, so a part holds at most
+    this many or about a second's episodes. (32 until issue 37, round 3: a part's fixed cost (its file, the repeat
+    counters, the summary, the seal, four fsyncs) paid every 32 episodes was most of what recording cost a served
+    step, and the step that ended the 32nd episode waited for it.)"""
     threads: int = 8
     """Worker threads for database work."""
     max_sessions_per_key: int | None = None
