@@ -14,6 +14,9 @@ For each N (concurrent sessions, all started before the first step), in this ord
   (``websockets``, no compression), one frame per step, the same reference episodes;
 * **ws unrecorded** (``--unrecorded``): the same WebSocket server with records off (``ServeConfig.out`` None,
   started through :func:`rehearsal_env.serve.run_server`): what writing the records costs a step.
+* **ws step_many** (``--batched``): a fresh recording server driven by one connection holding all N sessions,
+  stepped in lock-step, one ``step_many`` frame per round (a trainer with a batched policy); latency is the
+  round's, per step.
 
 Server CPU per step is the server process's user + system CPU (``/proc``) over the played steps
 divided by the steps; latency is what the client sees per step (queueing behind the other N-1
@@ -100,6 +103,76 @@ async def drive_ws(url: str, world: str, sessions: int, episodes: int,
             client_cpu * 1000 / steps)
 
 
+async def drive_batched(url: str, world: str, sessions: int, episodes: int,
+                        server_pid: int) -> tuple[list[float], int, int, float, float, float]:
+    """N sessions on one WebSocket connection, stepped in lock-step: one ``step_many`` frame per round."""
+    ids = http_bench.scenarios(world)
+    world_obj = rehearsal_env.load_world(world)
+    latencies: list[float] = []
+    counts = {"episodes": 0, "verified": 0}
+    conn = await connect(url.replace("http://", "ws://") + "/v1/ws", compression=None, max_size=None,
+                         open_timeout=600)
+
+    async def call(frame: dict[str, Any]) -> dict[str, Any]:
+        await conn.send(json.dumps(frame, separators=(",", ":")))
+        answer = json.loads(await conn.recv())
+        if answer["code"] >= 400:
+            raise RuntimeError(f"the server refused a frame: {answer}")
+        return dict(answer["body"])
+
+    async def start(i: int) -> list[Any]:
+        started = await call({"op": "start", "world": world, "scenario": ids[i % len(ids)], "seed": 0,
+                              "request_id": uuid.uuid4().hex, "agent": {"name": "reference", "version": "bench"}})
+        agent = make_agent("reference", world_obj.scenario(started["scenario"]))
+        return [started["episode_id"], agent, started["observation"], {"tools": started["tools"]}, 0]
+
+    try:
+        live = {i: await start(i) for i in range(sessions)}
+        left = dict.fromkeys(range(sessions), episodes)
+        began, server0, client0 = time.perf_counter(), http_bench.cpu_s(server_pid), time.process_time()
+        while live:
+            order = list(live)
+            steps = [{"episode_id": live[i][0], "action": live[i][1](live[i][2], live[i][3]),
+                      "step_index": live[i][4]} for i in order]
+            t0 = time.perf_counter()
+            results = (await call({"op": "step_many", "steps": steps}))["results"]
+            took = (time.perf_counter() - t0) * 1000 / len(order)
+            for i, result in zip(order, results, strict=True):
+                latencies.append(took)
+                if result["code"] != 200:
+                    raise RuntimeError(f"the server refused a step: {result}")
+                body = result["body"]
+                live[i][2], live[i][4] = body["observation"], body["step_index"]
+                if body["terminated"] or body["truncated"]:
+                    counts["episodes"] += 1
+                    counts["verified"] += body["verdict"]["outcome"] == "verified"
+                    left[i] -= 1
+                    if left[i]:
+                        live[i] = await start(i)
+                    else:
+                        del live[i]
+        wall = time.perf_counter() - began
+        server_cpu, client_cpu = http_bench.cpu_s(server_pid) - server0, time.process_time() - client0
+    finally:
+        await conn.close()
+    steps_taken = max(1, len(latencies))
+    return (latencies, counts["episodes"], counts["verified"], wall, server_cpu * 1000 / steps_taken,
+            client_cpu * 1000 / steps_taken)
+
+
+def batched(world: str, sessions: int, episodes: int) -> http_bench.Figures:
+    with tempfile.TemporaryDirectory(prefix="rehearsal-bench-ws-") as out:
+        server = http_bench.Server(world, sessions, Path(out))
+        try:
+            latencies, done, verified, wall, cpu, client_cpu = asyncio.run(
+                drive_batched(server.url, world, sessions, episodes, server.proc.pid))
+        finally:
+            server.stop()
+        return http_bench.Figures("ws step_many", sessions, done, len(latencies), wall,
+                                  http_bench.percentile(latencies, 0.5), http_bench.percentile(latencies, 0.99),
+                                  server.idle, server.peak, verified, cpu, client_cpu)
+
+
 def over_ws(world: str, sessions: int, episodes: int, recorded: bool = True) -> http_bench.Figures:
     with tempfile.TemporaryDirectory(prefix="rehearsal-bench-ws-") as out:
         server = http_bench.Server(world, sessions, Path(out) if recorded else None)
@@ -121,6 +194,8 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="also write the figures as JSON here")
     p.add_argument("--unrecorded", action="store_true",
                    help="also the WebSocket server with records off (what recording costs a step)")
+    p.add_argument("--batched", action="store_true",
+                   help="also one connection stepping all N sessions in lock-step, one step_many frame per round")
     args = p.parse_args()
     print(f"world {args.world}; reference episodes; server CPU per step (ms) from /proc")
     print(f"{'mode':<18}{'N':>6}{'eps':>7}{'steps':>7}{'p50 ms':>9}{'p99 ms':>9}{'eps/s':>9}{'RSS MB':>9}"
@@ -132,7 +207,8 @@ def main() -> None:
         http = http_bench.over_http(args.world, n, episodes)
         ws = over_ws(args.world, n, episodes)
         bare = over_ws(args.world, n, episodes, recorded=False) if args.unrecorded else None
-        for figures in (local, http, ws, *([bare] if bare else [])):
+        many = batched(args.world, n, episodes) if args.batched else None
+        for figures in (local, http, ws, *([bare] if bare else []), *([many] if many else [])):
             print(http_bench.show(figures), flush=True)
         if bare is not None:
             cost = ws.cpu_ms_per_step - bare.cpu_ms_per_step
@@ -143,7 +219,11 @@ def main() -> None:
               f"{'met' if ratio <= GOAL else 'NOT met'}), http {http.cpu_ms_per_step / local.cpu_ms_per_step:.2f}x; "
               f"websocket/http {ws.cpu_ms_per_step / http.cpu_ms_per_step:.2f}x; p50 websocket "
               f"{ws.p50_ms:.2f} ms, http {http.p50_ms:.2f} ms", flush=True)
-        results += [asdict(local), asdict(http), asdict(ws), *([asdict(bare)] if bare else [])]
+        if many is not None:
+            print(f"  N={n}: server CPU/step with step_many {many.cpu_ms_per_step / local.cpu_ms_per_step:.2f}x "
+                  f"in-process", flush=True)
+        results += [asdict(local), asdict(http), asdict(ws), *([asdict(bare)] if bare else []),
+                    *([asdict(many)] if many else [])]
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

@@ -198,3 +198,66 @@ def test_frames_sent_without_waiting_are_each_answered_in_order(tmp_path: Path) 
         assert [a["code"] for a in answers] == [200] * len(sent)
         assert [a["body"]["step_index"] for a in answers] == list(range(1, len(sent) + 1))
         assert http.get(f"/v1/episodes/{started['episode_id']}").json()["turn"] == len(sent)
+
+
+def test_step_many_plays_several_episodes_in_one_frame_as_single_steps_would(tmp_path: Path) -> None:
+    """A lock-step batch of reference episodes on one connection: every item answers as its single step does,
+    and the records are the in-process env's turns."""
+    world = rehearsal_env.load_world("shop")
+    ids = [s.id for s in world.scenarios()][:3]
+    with serving(tmp_path) as (url, http, out), ws(url) as conn:
+        started = [frame(conn, {"op": "start", "world": "shop", "scenario": s, "seed": 0,
+                                "agent": {"name": f"batch-{i}", "version": "1"}})[1] for i, s in enumerate(ids)]
+        agents = [make_agent("reference", world.scenario(s)) for s in ids]
+        state = [(b["observation"], {"tools": b["tools"]}, 0) for b in started]
+        live = set(range(len(ids)))
+        while live:
+            order = sorted(live)
+            steps = [{"episode_id": started[i]["episode_id"], "action": agents[i](*state[i][:2]),
+                      "step_index": state[i][2]} for i in order]
+            code, body = frame(conn, {"op": "step_many", "steps": steps})
+            assert code == 200 and [r["code"] for r in body["results"]] == [200] * len(order)
+            assert frame(conn, {"op": "step_many", "steps": steps}) == (code, body)  # a retried frame: applied once
+            for i, result in zip(order, body["results"], strict=True):
+                answer = result["body"]
+                state[i] = (answer["observation"], state[i][1], answer["step_index"])
+                if answer["terminated"] or answer["truncated"]:
+                    assert answer["verdict"]["outcome"] == "verified"
+                    live.discard(i)
+    records = {r.agent: r for r in read_records(out / "shop-outcome")}
+    for i, scenario in enumerate(ids):
+        local = rehearsal_env.RehearsalEnv(world.scenario(scenario), world)
+        agent = make_agent("reference", world.scenario(scenario))
+        observation, info = local.reset(seed=0)
+        turns = []
+        while True:
+            action = agent(observation, info)
+            observation, _, terminated, truncated, info = local.step(action)
+            turns.append((action, observation))
+            if terminated or truncated:
+                break
+        assert [(t.action, t.observation) for t in records[f"batch-{i}"].trace] == turns
+
+
+def test_step_many_answers_each_item_as_its_single_step_and_refuses_a_malformed_frame(tmp_path: Path) -> None:
+    with serving(tmp_path) as (url, http, out), ws(url) as conn:
+        eid = frame(conn, {"op": "start", "world": "shop", "scenario": SCENARIO, "seed": 0})[1]["episode_id"]
+        code, body = frame(conn, {"op": "step_many", "steps": [
+            {"episode_id": eid, "action": LOOKUP, "step_index": 0},
+            {"episode_id": eid, "action": LOOKUP, "step_index": 1},  # the same episode's next step
+            {"episode_id": eid, "action": LOOKUP, "step_index": 5},  # a wrong index: 409
+            {"episode_id": "ep_" + "0" * 32, "action": LOOKUP, "step_index": 0},  # no such episode: 404
+            {"episode_id": eid, "action": LOOKUP},  # no index: 422
+            [1, 2],
+        ]})
+        assert code == 200
+        codes = [r["code"] for r in body["results"]]
+        assert codes == [200, 200, 409, 404, 422, 422]
+        assert [r["body"]["turn"] for r in body["results"][:2]] == [1, 2]
+        assert body["results"][2]["body"]["expected_step_index"] == 2
+        single = frame(conn, {"action": LOOKUP, "step_index": 1})  # the connection's episode: a retry of step 1
+        assert single == (200, body["results"][1]["body"])
+        for bad in ({"op": "step_many"}, {"op": "step_many", "steps": []}, {"op": "step_many", "steps": {}},
+                    {"op": "step_many", "steps": [{}], "extra": 1}):
+            assert frame(conn, bad)[0] == 422
+        assert http.get(f"/v1/episodes/{eid}").json()["turn"] == 2

@@ -16,6 +16,8 @@ Every frame is a JSON text (or binary) frame; every frame the client sends gets 
   step, the same caveats, the same 422 for a malformed frame and the same rejected attempt for an
   action the env cannot parse.
 - ``{"op": "end"}``: ``DELETE /v1/episodes/{id}`` (200).
+- ``{"op": "step_many", "steps": [{"episode_id": ..., "action": ..., "step_index": N}, ...]}``: several
+  episodes' steps in one frame, one result each (``_batch``; no HTTP twin).
 
 The key is checked once, at the handshake (``Authorization: Bearer <key>``, or loopback on a server
 without keys); a refused key gets one answer (401/403) and the connection is closed (1008). Every
@@ -34,10 +36,12 @@ from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from ..episodes import AtCapacity, NotFound, Principal, Session, SessionError
+from ..episodes import NotFound, Principal, Session, SessionError
+from ._batch import OP as STEP_MANY
+from ._batch import refusal, step_many
 from ._deps import identify
 from ._episodes import episode_state, load_body, open_episode, step_of, take_step
-from ._limits import too_large, validation_errors
+from ._limits import too_large
 from ._models import CreateEpisode
 from ._relay import Relay
 from ._route import Refusal, route
@@ -83,6 +87,8 @@ class _Connection:
             session = self._current()
             step_index, action = step_of(data)
             return 200, await take_step(session, step_index, action, state, table, who)
+        if op == STEP_MANY and isinstance(data, dict):
+            return await step_many(data, state, table, who)
         if op == "start":
             try:
                 body = CreateEpisode.model_validate(data)
@@ -109,18 +115,7 @@ class _Connection:
             session = self._current()
             await state.off_loop(who.key_id, table.end, session)
             return 200, episode_state(session, who)
-        raise HTTPException(422, f"expected op 'start', 'attach', 'step' or 'end'; got {str(op)[:40]!r}")
-
-
-def _refusal(exc: Exception) -> tuple[int, dict[str, Any]]:
-    """The HTTP API's answer to ``exc`` as a code and body."""
-    if isinstance(exc, SessionError):
-        extra = {"retry_after": exc.retry_after} if isinstance(exc, AtCapacity) else {}
-        return exc.status, {"detail": str(exc), **exc.extra, **extra}
-    if isinstance(exc, RequestValidationError):
-        return 422, {"detail": validation_errors(exc)}
-    assert isinstance(exc, HTTPException)
-    return exc.status_code, {"detail": exc.detail}
+        raise HTTPException(422, f"expected op 'start', 'attach', 'step', '{STEP_MANY}' or 'end'; got {str(op)[:40]!r}")
 
 
 async def _send(websocket: WebSocket, code: int, body: Any) -> None:
@@ -135,7 +130,7 @@ async def session(websocket: WebSocket) -> None:
     try:
         who = identify(state, websocket.client.host if websocket.client else None, _token(websocket))
     except HTTPException as exc:
-        code, body = _refusal(exc)
+        code, body = refusal(exc)
         await _send(websocket, code, body)
         await websocket.close(POLICY_VIOLATION)
         return
@@ -164,5 +159,5 @@ async def _serve(websocket: WebSocket, connection: _Connection) -> None:
             try:
                 code, body = await connection.answer(raw)
             except (SessionError, RequestValidationError, HTTPException) as exc:
-                code, body = _refusal(exc)
+                code, body = refusal(exc)
             await _send(websocket, code, body)
