@@ -88,6 +88,9 @@ def test_a_repairable_proposal_is_repaired_and_kept(with_model: Any) -> None:
     assert "close-beacon-4" in {s.id for s in world.scenarios()}
     author = result.phases["author"]["model"]
     assert author["prompt_version"] == "compile-author/1" and author["seed"] == 7 and author["proposed"] == 5
+    # JSON mode asked of the endpoint on every request (and recorded), so a small model answers an object
+    assert author["response_format"] == "json_object"
+    assert all(r["response_format"] == {"type": "json_object"} for r in requests), requests
     assert result.summary["from_model"] == 1
 
 
@@ -98,7 +101,9 @@ def test_a_model_answering_garbage_is_one_error_and_keeps_the_phases_done(with_m
     with ModelServer() as server:
         server.script("other", Reply.text("I'm sorry, I can't write jobs."))
         with pytest.raises(CompileError) as caught:
-            compile_world(REVIEWS, again, describe=DESCRIBE, model=ModelConfig("other", server.base_url))
+            compile_world(REVIEWS, again, describe=DESCRIBE,
+                          model=ModelConfig("other", server.base_url, response_format="none"))
+    assert "response_format" not in server.requests[0]  # an endpoint without JSON mode is asked for none
     message = str(caught.value)
     assert message.startswith("compile phase author: expected the model to answer a JSON object")
     assert "\n" not in message

@@ -141,6 +141,26 @@ def test_the_model_reads_each_tool_result_and_each_tool_description(live_server:
     print("rendered prompt of one turn:\n" + prompt)
 
 
+def test_json_mode_makes_the_answer_one_json_object(live_server: str) -> None:
+    """``response_format`` ``json_object`` (what the world compiler asks): the tiny model, which answers this
+    request in prose, answers one JSON object; with llama-cpp-python's ``schema``, an object of that schema."""
+    ask = [{"role": "user", "content": "Describe a cat in one sentence."}]
+    prose = _chat(live_server, {"messages": ask, "max_tokens": 24, "temperature": 0})
+    assert not prose["choices"][0]["message"]["content"].lstrip().startswith("{"), prose
+    answer = _chat(live_server, {"messages": ask, "max_tokens": 48, "temperature": 0,
+                                 "response_format": {"type": "json_object"}})
+    content = answer["choices"][0]["message"]["content"].strip()
+    assert content.startswith("{"), content
+    if answer["choices"][0]["finish_reason"] == "stop":  # ended by the grammar, not by max_tokens
+        assert isinstance(json.loads(content), dict), content
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "legs": {"type": "integer"}},
+              "required": ["name", "legs"]}
+    typed = _chat(live_server, {"messages": ask, "max_tokens": 64, "temperature": 0,
+                                "response_format": {"type": "json_object", "schema": schema}})
+    body = json.loads(typed["choices"][0]["message"]["content"])
+    assert isinstance(body["name"], str) and isinstance(body["legs"], int), body
+
+
 def test_a_client_that_leaves_stops_the_generation_and_the_next_call_is_not_queued(live_server: str) -> None:
     before = _status(live_server)
     body = {"messages": [{"role": "user", "content": "Write a very long story about a dragon, in ten chapters."}],

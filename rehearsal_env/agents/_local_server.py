@@ -5,7 +5,8 @@ The chat format :data:`FORMAT` is registered with llama-cpp-python and selected.
 :func:`handler`, which
 
 - **honours** ``max_tokens`` for the whole reply, tool calls included (generation stops there,
-  ``finish_reason: "length"``);
+  ``finish_reason: "length"``), and JSON mode (``response_format`` ``{"type": "json_object"}``, with
+  llama-cpp-python's optional ``schema``): the reply is then one JSON object, by grammar;
 - **streams** the reply (``[provider] stream = true``, the profile's default): text as it is generated,
   holding back anything that may open a ``<tool_call>``, then the calls, then a last chunk with
   ``usage``; so **a client that leaves stops the generation**: the server stops asking for tokens at the
@@ -242,6 +243,16 @@ def call_grammar(tools: list[dict[str, Any]]) -> Any:
     return _grammar(call_schema(tools), "\n]</tool_call>")
 
 
+def answer_grammar(response_format: Any) -> Any:
+    """The grammar of an answer that ``response_format`` asks to be JSON (``{"type": "json_object"}``, with
+    llama-cpp-python's optional ``schema``): one JSON object (of that schema) and nothing after it; None when it
+    asks for none or the schema cannot be made a grammar."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_object":
+        return None
+    schema = response_format.get("schema")
+    return _grammar(schema if isinstance(schema, dict) else {"type": "object"}, "")
+
+
 def handler(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
             stream: bool = False, tool_choice: Any = None, **params: Any) -> Any:
     """llama-cpp-python's chat-completion handler for :data:`FORMAT`: the tools are always shown; ``tool_choice``
@@ -255,6 +266,8 @@ def handler(llama: Any, messages: list[dict[str, Any]], tools: list[dict[str, An
     named = (tool_choice.get("function") or {}).get("name") if isinstance(tool_choice, dict) else None
     if isinstance(named, str) and tools and params.get("grammar") is None:
         params = {**params, "grammar": named_grammar(tools, named)}
+    if not start and params.get("grammar") is None:  # JSON mode: the answer is one JSON object
+        params = {**params, "grammar": answer_grammar(params.get("response_format"))}
     chunks = _generate(llama, prompt, params, generation, start)
     if stream:
         return chunks

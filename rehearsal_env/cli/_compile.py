@@ -25,6 +25,9 @@ def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="the variable holding the model's key (default OPENAI_API_KEY; none needed locally)")
     p.add_argument("--seed", type=int, default=0, help="the model's sampling seed (default 0)")
+    p.add_argument("--response-format", choices=("json_object", "none"), default="json_object",
+                   help="JSON mode asked of the model's endpoint (default json_object; none for an endpoint that "
+                        "refuses it)")
     p.add_argument("--repairs", type=int, default=2, help="rounds of the repair loop for a model's jobs (default 2)")
     p.add_argument("--stop-after", metavar="PHASE", help="stop once this phase is done (edit its result, rerun): "
                    + PHASES)
@@ -49,7 +52,8 @@ def handle_compile(args: argparse.Namespace) -> int:
 
     model = None
     if args.model:
-        model = ModelConfig(args.model, args.base_url, os.environ.get(args.api_key_env) or "none", args.seed)
+        model = ModelConfig(args.model, args.base_url, os.environ.get(args.api_key_env) or "none", args.seed,
+                            response_format=args.response_format)
 
     def progress(phase: str, how: str, seconds: float) -> None:
         if not args.json:

@@ -53,7 +53,7 @@ def _inputs(run: PhaseWork, phase: str, previous: str) -> str:
                     else None}
     if phase in ("author", "validate") and run.model is not None:
         options |= {"model": run.model.model, "base_url": run.model.base_url, "seed": run.model.seed,
-                    "prompt_version": PROMPT_VERSION}
+                    "prompt_version": PROMPT_VERSION, "response_format": run.model.response_format}
     if phase == "validate":
         options["repairs"] = run.repairs
     if phase == "plan" and run.runtime_choice is not None:

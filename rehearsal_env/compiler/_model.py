@@ -7,6 +7,10 @@ must hold ``{"jobs": [...]}``, each job ``{id, request, reference: {calls}, goal
 The model's text never decides a verdict: every job goes through the same gate as derived ones
 (``._gate``), and its hard rules that nothing outside its scope changed come from evidence (its own
 reference, run once). An answer that is not JSON, or no answer, is one error naming the phase.
+
+Each request asks for JSON mode (``response_format`` ``{"type": "json_object"}``, :attr:`ModelConfig.
+response_format`), which OpenAI's API, vLLM, llama.cpp's servers and ``rehearsal models serve`` honour by
+constraining the answer to JSON: a small model that would answer prose then answers an object the gate can read.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ._errors import CompileError
 
@@ -25,6 +29,8 @@ MAX_ANSWER_CHARS = 200_000
 """The longest answer read."""
 MAX_JOBS = 100
 """Jobs one answer may propose."""
+RESPONSE_FORMATS = ("json_object", "none")
+"""The values of :attr:`ModelConfig.response_format`."""
 
 AUTHOR_PROMPT = """You write jobs for a practice world of the application described below. A job is a request a
 customer makes in their own words, the tool calls that do it (the reference), and goal checks: read-only SQL
@@ -54,6 +60,13 @@ class ModelConfig:
     """Seconds one request may take."""
     max_tokens: int = 4096
     """The longest answer asked for."""
+    response_format: Literal["json_object", "none"] = "json_object"
+    """What each request asks of the answer's form: ``json_object`` (JSON mode, the endpoint constrains the answer
+    to JSON), or ``none`` for an endpoint that refuses JSON mode (the answer is still read as JSON)."""
+
+    def __post_init__(self) -> None:
+        if self.response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"expected response_format among {RESPONSE_FORMATS}; got {self.response_format!r}")
 
 
 def prompt_hashes() -> dict[str, str]:
@@ -108,7 +121,9 @@ class CompilerModel:
         try:
             answer = self.client.chat.completions.create(
                 model=self.config.model, temperature=0, seed=self.config.seed, max_tokens=self.config.max_tokens,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                **({"response_format": {"type": "json_object"}} if self.config.response_format == "json_object"
+                   else {}))
         except openai.OpenAIError as exc:
             raise CompileError("author", f"expected the model {self.config.model!r} to answer; the request failed "
                                f"({type(exc).__name__}: {str(exc)[:160]}). Fix: check --base-url and the model "

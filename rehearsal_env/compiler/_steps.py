@@ -235,7 +235,7 @@ class PhaseWork:
                 jobs += proposed
                 model_info = {"model": self.model.model, "base_url": self.model.base_url, "seed": self.model.seed,
                               "prompt_version": PROMPT_VERSION, "prompt_sha256": prompt_hashes(),
-                              "proposed": len(proposed)}
+                              "response_format": self.model.response_format, "proposed": len(proposed)}
         return {"jobs": jobs, "tried": author.tried, "exploration_requests": explored.requests,
                 "explored": {k: len(v) for k, v in explored.bindings.items()}, "model": model_info}
 
