@@ -122,8 +122,8 @@ class CompilerModel:
             answer = self.client.chat.completions.create(
                 model=self.config.model, temperature=0, seed=self.config.seed, max_tokens=self.config.max_tokens,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                **({"response_format": {"type": "json_object"}} if self.config.response_format == "json_object"
-                   else {}))
+                response_format={"type": "json_object"} if self.config.response_format == "json_object"
+                else openai.omit)
         except openai.OpenAIError as exc:
             raise CompileError("author", f"expected the model {self.config.model!r} to answer; the request failed "
                                f"({type(exc).__name__}: {str(exc)[:160]}). Fix: check --base-url and the model "
