@@ -6,6 +6,7 @@ share of worker threads."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -272,3 +273,37 @@ def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_a
     heavy, running, waiting, victim_light, still_heavy, niced = anyio.run(main)
     assert heavy and (running, waiting) == (1, 1) and victim_light and not still_heavy
     assert niced == 10  # the heavy threads run at a lower CPU priority (Linux nice +10)
+
+
+def test_a_call_cancelled_while_it_runs_keeps_its_slot_until_it_ends_and_errors_reach_the_caller() -> None:
+    """The worker threads (``serve._handoff``) keep anyio's rule: a cancelled call is waited for, so its slot is
+    never given to another call while its thread still runs it; an exception of the call is the caller's."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        return "done"
+
+    def broken() -> None:
+        raise ValueError("the world's code failed")
+
+    async def main() -> tuple[bool, int, int, str, str]:
+        limiter = FairLimiter(total=1, per_key=1)
+        task = asyncio.create_task(limiter.run("k", slow))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        waited, held = not task.done(), limiter.running("k")
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(ValueError) as error:
+            await limiter.run("k", broken)
+        after = limiter.running("k")
+        following = await limiter.run("k", lambda: "next")  # the one thread serves the next call
+        limiter.close()
+        return waited, held, after, following, str(error.value)
+
+    assert asyncio.run(main()) == (True, 1, 0, "next", "the world's code failed")

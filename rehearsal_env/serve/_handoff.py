@@ -58,17 +58,17 @@ class Threads:
             elif self._started < self.size:
                 self._started += 1
                 threading.Thread(target=self._work, name=f"{self.name}-{self._started}", daemon=True).start()
-        cancelled = False
+        cancelled: asyncio.CancelledError | None = None
         while True:
             try:
                 result = await asyncio.shield(future)
                 break
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as exc:
                 if future.done():
                     raise
-                cancelled = True  # the call runs on: wait for it, as anyio does, then give the cancellation
-        if cancelled:
-            raise asyncio.CancelledError
+                cancelled = exc  # the call runs on: wait for it, as anyio does, then give the cancellation
+        if cancelled is not None:
+            raise cancelled
         return result
 
     def close(self) -> None:
