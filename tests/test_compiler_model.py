@@ -16,7 +16,7 @@ import pytest
 from test_compiler import DESCRIBE, REVIEWS, _require, app_processes
 
 from rehearsal_env.agents.testing import ModelServer, Reply
-from rehearsal_env.compiler import PHASES, CompileError, ModelConfig, compile_world
+from rehearsal_env.compiler import JOBS_SCHEMA, PHASES, CompileError, ModelConfig, compile_world
 from rehearsal_env.worlds import load_world_folder
 
 
@@ -88,9 +88,10 @@ def test_a_repairable_proposal_is_repaired_and_kept(with_model: Any) -> None:
     assert "close-beacon-4" in {s.id for s in world.scenarios()}
     author = result.phases["author"]["model"]
     assert author["prompt_version"] == "compile-author/1" and author["seed"] == 7 and author["proposed"] == 5
-    # JSON mode asked of the endpoint on every request (and recorded), so a small model answers an object
-    assert author["response_format"] == "json_object"
-    assert all(r["response_format"] == {"type": "json_object"} for r in requests), requests
+    # the jobs' schema asked of the endpoint on every request (and recorded), so a small model answers jobs
+    assert author["response_format"] == "json_schema"
+    assert all(r["response_format"] == {"type": "json_schema", "json_schema": {"name": "jobs", "schema": JOBS_SCHEMA}}
+               for r in requests), requests
     assert result.summary["from_model"] == 1
 
 

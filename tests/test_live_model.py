@@ -142,8 +142,9 @@ def test_the_model_reads_each_tool_result_and_each_tool_description(live_server:
 
 
 def test_json_mode_makes_the_answer_one_json_object(live_server: str) -> None:
-    """``response_format`` ``json_object`` (what the world compiler asks): the tiny model, which answers this
-    request in prose, answers one JSON object; with llama-cpp-python's ``schema``, an object of that schema."""
+    """``response_format`` ``json_object``: the tiny model, which answers this request in prose, answers one JSON
+    object; with a schema (llama-cpp-python's form, or OpenAI's ``json_schema``, which the world compiler sends),
+    an object of that schema."""
     ask = [{"role": "user", "content": "Describe a cat in one sentence."}]
     prose = _chat(live_server, {"messages": ask, "max_tokens": 24, "temperature": 0})
     assert not prose["choices"][0]["message"]["content"].lstrip().startswith("{"), prose
@@ -155,10 +156,11 @@ def test_json_mode_makes_the_answer_one_json_object(live_server: str) -> None:
         assert isinstance(json.loads(content), dict), content
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "legs": {"type": "integer"}},
               "required": ["name", "legs"]}
-    typed = _chat(live_server, {"messages": ask, "max_tokens": 64, "temperature": 0,
-                                "response_format": {"type": "json_object", "schema": schema}})
-    body = json.loads(typed["choices"][0]["message"]["content"])
-    assert isinstance(body["name"], str) and isinstance(body["legs"], int), body
+    for form in ({"type": "json_object", "schema": schema},  # llama-cpp-python's form
+                 {"type": "json_schema", "json_schema": {"name": "cat", "schema": schema}}):  # OpenAI's form
+        typed = _chat(live_server, {"messages": ask, "max_tokens": 64, "temperature": 0, "response_format": form})
+        body = json.loads(typed["choices"][0]["message"]["content"])
+        assert isinstance(body["name"], str) and isinstance(body["legs"], int), (form, body)
 
 
 def test_a_client_that_leaves_stops_the_generation_and_the_next_call_is_not_queued(live_server: str) -> None:

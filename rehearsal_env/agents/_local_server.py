@@ -6,7 +6,8 @@ The chat format :data:`FORMAT` is registered with llama-cpp-python and selected.
 
 - **honours** ``max_tokens`` for the whole reply, tool calls included (generation stops there,
   ``finish_reason: "length"``), and JSON mode (``response_format`` ``{"type": "json_object"}``, with
-  llama-cpp-python's optional ``schema``): the reply is then one JSON object, by grammar;
+  llama-cpp-python's optional ``schema``, or OpenAI's ``{"type": "json_schema", ...}``, :mod:`._schema_form`):
+  the reply is then one JSON object (of that schema), by grammar;
 - **streams** the reply (``[provider] stream = true``, the profile's default): text as it is generated,
   holding back anything that may open a ``<tool_call>``, then the calls, then a last chunk with
   ``usage``; so **a client that leaves stops the generation**: the server stops asking for tokens at the
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ._chatml import CALL_OPEN, END, parse_reply, render, safe_prefix
+from ._schema_form import SchemaForm
 
 FORMAT = "rehearsal-chatml-tools"
 """The chat format's name in llama-cpp-python's registry."""
@@ -314,4 +316,4 @@ def serve(model: str | Path, *, host: str = "127.0.0.1", port: int = 8000, n_ctx
         return STATUS.to_dict()
 
     app.add_api_route("/rehearsal/status", status, methods=["GET"])
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(SchemaForm(app), host=host, port=port, log_level="warning")  # OpenAI's json_schema form read too

@@ -25,9 +25,9 @@ def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="the variable holding the model's key (default OPENAI_API_KEY; none needed locally)")
     p.add_argument("--seed", type=int, default=0, help="the model's sampling seed (default 0)")
-    p.add_argument("--response-format", choices=("json_object", "none"), default="json_object",
-                   help="JSON mode asked of the model's endpoint (default json_object; none for an endpoint that "
-                        "refuses it)")
+    p.add_argument("--response-format", choices=("json_schema", "json_object", "none"), default="json_schema",
+                   help="the answer's form asked of the model's endpoint: the jobs' JSON schema (default), any JSON "
+                        "object (an endpoint with JSON mode alone), or none")
     p.add_argument("--repairs", type=int, default=2, help="rounds of the repair loop for a model's jobs (default 2)")
     p.add_argument("--stop-after", metavar="PHASE", help="stop once this phase is done (edit its result, rerun): "
                    + PHASES)

@@ -15,12 +15,13 @@ evidence for the page, never a reason to keep a job out.
 from ._compile import CompileResult, compile_world
 from ._errors import CompileError
 from ._live import summary_line
-from ._model import PROMPT_VERSION, ModelConfig, read_jobs
+from ._model import JOBS_SCHEMA, PROMPT_VERSION, ModelConfig, read_jobs
 from ._phases import PHASES
 from ._runtime import LocalRuntime, docker_available
 
 __all__ = [
     "PHASES",
+    "JOBS_SCHEMA",
     "PROMPT_VERSION",
     "CompileError",
     "CompileResult",

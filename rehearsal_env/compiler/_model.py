@@ -8,9 +8,11 @@ The model's text never decides a verdict: every job goes through the same gate a
 (``._gate``), and its hard rules that nothing outside its scope changed come from evidence (its own
 reference, run once). An answer that is not JSON, or no answer, is one error naming the phase.
 
-Each request asks for JSON mode (``response_format`` ``{"type": "json_object"}``, :attr:`ModelConfig.
-response_format`), which OpenAI's API, vLLM, llama.cpp's servers and ``rehearsal models serve`` honour by
-constraining the answer to JSON: a small model that would answer prose then answers an object the gate can read.
+Each request asks for the answer's form (:attr:`ModelConfig.response_format`): by default OpenAI's structured
+output, ``{"type": "json_schema", "json_schema": {"name": "jobs", "schema": JOBS_SCHEMA}}``, which OpenAI's API,
+vLLM, SGLang, llama.cpp's server and ``rehearsal models serve`` honour by constraining the answer to
+:data:`JOBS_SCHEMA`, so that a small model that would answer prose answers jobs the gate can read; ``json_object``
+(any JSON object) for an endpoint with JSON mode alone; ``none`` for one with neither.
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ MAX_ANSWER_CHARS = 200_000
 """The longest answer read."""
 MAX_JOBS = 100
 """Jobs one answer may propose."""
-RESPONSE_FORMATS = ("json_object", "none")
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 """The values of :attr:`ModelConfig.response_format`."""
+_CALL = {"type": "object", "properties": {"tool": {"type": "string"}, "args": {"type": "object"}},
+         "required": ["tool", "args"]}
+JOBS_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["jobs"], "properties": {"jobs": {"type": "array", "items": {
+        "type": "object", "required": ["id", "request", "reference", "goal_checks"], "properties": {
+            "id": {"type": "string"}, "request": {"type": "string"},
+            "reference": {"type": "object", "required": ["calls"],
+                          "properties": {"calls": {"type": "array", "items": _CALL}}},
+            "goal_checks": {"type": "array", "items": {
+                "type": "object", "required": ["name", "sql", "params", "op", "want"], "properties": {
+                    "name": {"type": "string"}, "sql": {"type": "string"}, "params": {"type": "array"},
+                    "op": {"enum": ["eq", "ne", "gt", "ge", "lt", "le"]},
+                    "want": {"type": ["string", "number", "integer", "boolean", "null"]}}}},
+            "wrong": {"type": "array", "items": {"type": "object", "required": ["name", "calls"], "properties": {
+                "name": {"type": "string"}, "calls": {"type": "array", "items": _CALL}}}}}}}}}
+"""The schema of an answer (what the author prompt describes), sent with ``response_format`` ``json_schema``."""
 
 AUTHOR_PROMPT = """You write jobs for a practice world of the application described below. A job is a request a
 customer makes in their own words, the tool calls that do it (the reference), and goal checks: read-only SQL
@@ -60,9 +78,9 @@ class ModelConfig:
     """Seconds one request may take."""
     max_tokens: int = 4096
     """The longest answer asked for."""
-    response_format: Literal["json_object", "none"] = "json_object"
-    """What each request asks of the answer's form: ``json_object`` (JSON mode, the endpoint constrains the answer
-    to JSON), or ``none`` for an endpoint that refuses JSON mode (the answer is still read as JSON)."""
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    """What each request asks of the answer's form: ``json_schema`` (the endpoint constrains the answer to
+    :data:`JOBS_SCHEMA`), ``json_object`` (to any JSON object), or ``none`` (the answer is still read as JSON)."""
 
     def __post_init__(self) -> None:
         if self.response_format not in RESPONSE_FORMATS:
@@ -103,6 +121,11 @@ def read_jobs(text: str | None) -> list[dict[str, Any]]:
                        f"{text.strip()[:80]!r}. Fix: use a model that follows the prompt, or compile without --model")
 
 
+FORMS: dict[str, Any] = {"json_schema": {"type": "json_schema", "json_schema": {"name": "jobs", "schema": JOBS_SCHEMA}},
+                         "json_object": {"type": "json_object"}, "none": None}
+"""Each :attr:`ModelConfig.response_format` as the request's ``response_format`` (None: not sent)."""
+
+
 class CompilerModel:
     """The compiler's model over the OpenAI protocol (see the module docstring)."""
 
@@ -118,12 +141,12 @@ class CompilerModel:
         import openai
 
         self.calls += 1
+        form = FORMS[self.config.response_format]
         try:
             answer = self.client.chat.completions.create(
                 model=self.config.model, temperature=0, seed=self.config.seed, max_tokens=self.config.max_tokens,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                response_format={"type": "json_object"} if self.config.response_format == "json_object"
-                else openai.omit)
+                response_format=openai.omit if form is None else form)
         except openai.OpenAIError as exc:
             raise CompileError("author", f"expected the model {self.config.model!r} to answer; the request failed "
                                f"({type(exc).__name__}: {str(exc)[:160]}). Fix: check --base-url and the model "
