@@ -244,3 +244,35 @@ def test_an_instance_name_that_cannot_prefix_an_id_is_refused_in_one_line(capsys
     assert cli(["serve", "--world", "shop", "--instance", "Node_A", "--port", "0"]) != 0
     err = capsys.readouterr().err.strip()
     assert err.startswith("rehearsal: error: expected an instance name") and "'Node_A'" in err and "\n" not in err
+
+
+def test_an_unrecorded_server_leaves_no_workers_folder(tmp_path: Path) -> None:
+    """Unrecorded (``ServeConfig.out`` None, as benchmarks/serve.py serves), the workers' journal is a temporary
+    folder of that run alone: gone once the server stops (Ctrl-C)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    unrecorded = ("from rehearsal_env.serve import ServeConfig, run_server; run_server(ServeConfig(worlds=('shop',)), "
+                  "port=0, on_listen=lambda url: print('listening on', url, flush=True))")
+    proc = subprocess.Popen([sys.executable, "-c", unrecorded], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temp)})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        url = line.split("listening on ")[1].split()[0]
+        deadline = time.monotonic() + 60
+        while True:  # bound before it listens: wait for its answer
+            try:
+                if httpx.get(url + "/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the server did not answer"
+            time.sleep(0.1)
+        started = Client(url).start("shop", SCENARIOS[0], agent="probe")  # a journaled open episode
+        assert started["episode_id"]
+        assert [p.name.startswith("rehearsal-workers-") for p in temp.iterdir()] == [True]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    assert not list(temp.glob("rehearsal-workers-*")), "the workers' folder outlived the server"

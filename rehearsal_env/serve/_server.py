@@ -11,6 +11,7 @@ then a response's headers and body wait out the client's 40 ms delayed ACK).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -99,10 +100,23 @@ def run_server(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000
     """Serve ``config`` until interrupted; ``on_listen(url)`` is called once the socket is bound."""
     if workers < 1:
         raise ValueError(f"expected --workers >= 1, got {workers}")
+    own: Path | None = None  # a folder of this run's alone (no later server could find it): removed when it stops
     if config.peers is None:  # the workers find each other here, and a restarted server its dead predecessors
         # (see _peers): even one process journals its open episodes, so that a kill loses none of them
-        folder = Path(config.out) / ".workers" if config.out else Path(tempfile.mkdtemp(prefix="rehearsal-workers-"))
+        if config.out:
+            folder = Path(config.out) / ".workers"
+        else:
+            folder = own = Path(tempfile.mkdtemp(prefix="rehearsal-workers-"))
         config = replace(config, peers=str(folder.resolve()))
+    try:
+        _serve(config, host, port, workers, log_level, keep_alive, on_listen)
+    finally:
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
+
+
+def _serve(config: ServeConfig, host: str, port: int, workers: int, log_level: str, keep_alive: float,
+           on_listen: Any) -> None:
     os.environ[CONFIG_ENV] = config.to_json()
     if workers == 1:
         uv = uvicorn.Config(create_app(config), host=host, port=port, log_level=log_level,
