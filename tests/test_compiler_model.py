@@ -110,6 +110,13 @@ def test_a_model_answering_garbage_is_one_error_and_keeps_the_phases_done(with_m
     assert "\n" not in message
     assert (again / ".compile" / "06-adapt.json").is_file()
     assert not app_processes(again)
+    with ModelServer() as server:  # an answer cut off at max_tokens: said so, with the way out
+        server.script("other", Reply(content='{"jobs": [{"id": "close-', finish_reason="length"))
+        with pytest.raises(CompileError) as caught:
+            compile_world(REVIEWS, again, describe=DESCRIBE, model=ModelConfig("other", server.base_url, max_tokens=9))
+    assert str(caught.value).startswith("compile phase author: expected the model's JSON object of jobs to end "
+                                        "within max_tokens (9); the answer was cut off there"), caught.value
+    assert "raise --max-tokens" in str(caught.value)
 
 
 def test_the_live_attempt_shows_each_job_tried_and_keeps_every_job(tmp_path: Path,

@@ -28,6 +28,7 @@ def register(wsub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--response-format", choices=("json_schema", "json_object", "none"), default="json_schema",
                    help="the answer's form asked of the model's endpoint: the jobs' JSON schema (default), any JSON "
                         "object (an endpoint with JSON mode alone), or none")
+    p.add_argument("--max-tokens", type=int, default=4096, help="the longest answer asked of the model (default 4096)")
     p.add_argument("--repairs", type=int, default=2, help="rounds of the repair loop for a model's jobs (default 2)")
     p.add_argument("--stop-after", metavar="PHASE", help="stop once this phase is done (edit its result, rerun): "
                    + PHASES)
@@ -53,7 +54,7 @@ def handle_compile(args: argparse.Namespace) -> int:
     model = None
     if args.model:
         model = ModelConfig(args.model, args.base_url, os.environ.get(args.api_key_env) or "none", args.seed,
-                            response_format=args.response_format)
+                            max_tokens=args.max_tokens, response_format=args.response_format)
 
     def progress(phase: str, how: str, seconds: float) -> None:
         if not args.json:

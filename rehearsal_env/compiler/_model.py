@@ -33,22 +33,27 @@ MAX_JOBS = 100
 """Jobs one answer may propose."""
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 """The values of :attr:`ModelConfig.response_format`."""
-_CALL = {"type": "object", "properties": {"tool": {"type": "string"}, "args": {"type": "object"}},
-         "required": ["tool", "args"]}
+_SCALAR = {"type": ["string", "number", "integer", "boolean", "null"], "maxLength": 200}
+_CALL = {"type": "object", "required": ["tool", "args"], "properties": {
+    "tool": {"type": "string", "maxLength": 64}, "args": {"type": "object", "additionalProperties": _SCALAR}}}
+_CALLS = {"type": "array", "items": _CALL, "maxItems": 6}
 JOBS_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["jobs"], "properties": {"jobs": {"type": "array", "items": {
+    "type": "object", "required": ["jobs"], "properties": {"jobs": {"type": "array", "maxItems": 20, "items": {
         "type": "object", "required": ["id", "request", "reference", "goal_checks"], "properties": {
-            "id": {"type": "string"}, "request": {"type": "string"},
-            "reference": {"type": "object", "required": ["calls"],
-                          "properties": {"calls": {"type": "array", "items": _CALL}}},
-            "goal_checks": {"type": "array", "items": {
+            "id": {"type": "string", "maxLength": 64}, "request": {"type": "string", "maxLength": 400},
+            "reference": {"type": "object", "required": ["calls"], "properties": {"calls": _CALLS}},
+            "goal_checks": {"type": "array", "maxItems": 4, "items": {
                 "type": "object", "required": ["name", "sql", "params", "op", "want"], "properties": {
-                    "name": {"type": "string"}, "sql": {"type": "string"}, "params": {"type": "array"},
-                    "op": {"enum": ["eq", "ne", "gt", "ge", "lt", "le"]},
-                    "want": {"type": ["string", "number", "integer", "boolean", "null"]}}}},
-            "wrong": {"type": "array", "items": {"type": "object", "required": ["name", "calls"], "properties": {
-                "name": {"type": "string"}, "calls": {"type": "array", "items": _CALL}}}}}}}}}
-"""The schema of an answer (what the author prompt describes), sent with ``response_format`` ``json_schema``."""
+                    "name": {"type": "string", "maxLength": 120}, "sql": {"type": "string", "maxLength": 500},
+                    "params": {"type": "array", "items": _SCALAR, "maxItems": 6},
+                    "op": {"enum": ["eq", "ne", "gt", "ge", "lt", "le"]}, "want": _SCALAR}}},
+            "wrong": {"type": "array", "maxItems": 3, "items": {"type": "object", "required": ["name", "calls"],
+                                                                "properties": {"name": {"type": "string",
+                                                                                        "maxLength": 120},
+                                                                               "calls": _CALLS}}}}}}}}
+"""The schema of an answer (what the author prompt describes), sent with ``response_format`` ``json_schema``: every
+list and text bounded, so that an endpoint that constrains its answer to it closes the object within ``max_tokens``
+(at most 20 jobs an answer; a tool's arguments are flat values)."""
 
 AUTHOR_PROMPT = """You write jobs for a practice world of the application described below. A job is a request a
 customer makes in their own words, the tool calls that do it (the reference), and goal checks: read-only SQL
@@ -137,7 +142,7 @@ class CompilerModel:
                                     max_retries=1)
         self.calls = 0
 
-    def _ask(self, system: str, user: str) -> str:
+    def _jobs(self, system: str, user: str) -> list[dict[str, Any]]:
         import openai
 
         self.calls += 1
@@ -152,17 +157,25 @@ class CompilerModel:
                                f"({type(exc).__name__}: {str(exc)[:160]}). Fix: check --base-url and the model "
                                "name") from None
         choice = answer.choices[0] if answer.choices else None
-        return (choice.message.content or "") if choice is not None else ""
+        text = (choice.message.content or "") if choice is not None else ""
+        try:
+            return read_jobs(text)
+        except CompileError:
+            if choice is None or choice.finish_reason != "length":
+                raise
+        raise CompileError("author", f"expected the model's JSON object of jobs to end within max_tokens "
+                           f"({self.config.max_tokens}); the answer was cut off there ({text.strip()[:80]!r}...). "
+                           "Fix: raise --max-tokens, or use a model that answers in fewer tokens")
 
     def propose(self, world: Mapping[str, Any], examples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The model's jobs for ``world`` (tools, tables, role), given evidence jobs as examples."""
         user = json.dumps({"world": world, "examples": [
             {k: e[k] for k in ("id", "request", "reference", "goal_checks")} for e in examples[:3]]},
             sort_keys=True)
-        return read_jobs(self._ask(AUTHOR_PROMPT, user))
+        return self._jobs(AUTHOR_PROMPT, user)
 
     def repair(self, failing: Sequence[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
         """The model's corrected jobs for ``failing`` (job, reason)."""
         user = json.dumps({"refused": [{"job": {k: v for k, v in job.items() if k not in ("evidence", "origin")},
                                         "reason": reason} for job, reason in failing]}, sort_keys=True, default=str)
-        return read_jobs(self._ask(REPAIR_PROMPT, user))
+        return self._jobs(REPAIR_PROMPT, user)
