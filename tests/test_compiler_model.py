@@ -16,7 +16,7 @@ import pytest
 from test_compiler import DESCRIBE, REVIEWS, _require, app_processes
 
 from rehearsal_env.agents.testing import ModelServer, Reply
-from rehearsal_env.compiler import JOBS_SCHEMA, PHASES, CompileError, ModelConfig, compile_world
+from rehearsal_env.compiler import JOBS_SCHEMA, PHASES, CompileError, ModelConfig, compile_world, read_jobs
 from rehearsal_env.worlds import load_world_folder
 
 
@@ -152,3 +152,12 @@ def test_the_live_attempt_shows_each_job_tried_and_keeps_every_job(tmp_path: Pat
     assert f"{jobs} not_achieved" in page and "openai:weak: not_achieved (gave_up" in page
     assert "openai:solver" not in page
     assert not app_processes(out)
+
+
+def test_an_answer_is_read_as_json_wherever_it_stands() -> None:
+    """The first JSON object holding ``jobs``, fenced or not; a raw line break inside a text, which a grammar-
+    constrained endpoint lets through, is read too; no such object is one error."""
+    assert read_jobs('Here:\n```json\n{"note": 1}\n{"jobs": [{"id": "a\nb"}, 3]}\n```') == [
+        {"id": "a\nb", "origin": "model"}]
+    with pytest.raises(CompileError, match="expected the model to answer a JSON object"):
+        read_jobs('{"jobs": {"id": "a"}}')
