@@ -223,3 +223,30 @@ def test_a_tau2_retail_prompt_fits_the_profiles_context(live_server: str, tmp_pa
           f"outcome {record.outcome}")
     assert last["prompt_tokens"] <= CONTEXT and record.outcome in LEGAL
     assert record.model_calls and record.model_calls >= 1 and "does not fit" not in record.trace[0].action
+
+
+@pytest.mark.skipif(os.environ.get("REHEARSAL_LIVE_COMPILE") != "1",
+                    reason="opt-in (REHEARSAL_LIVE_COMPILE=1; CI sets it): the world compiler with the tiny model "
+                           "takes minutes on a busy 2-core machine")
+def test_a_live_compile_with_the_tiny_model_completes_and_states_what_passed(live_server: str,
+                                                                             tmp_path: Path) -> None:
+    """The reviews application compiled with SmolLM2-135M as the compiler's model (the jobs' JSON schema asked
+    for): the compile completes; every job the model proposed is kept or kept out with its reason."""
+    from test_compiler import DESCRIBE, REVIEWS, _require, app_processes
+
+    from rehearsal_env.compiler import ModelConfig, compile_world
+
+    _require()
+    out = tmp_path / "reviews"
+    result = compile_world(REVIEWS, out, describe=DESCRIBE, repairs=1,
+                           model=ModelConfig("smollm2", live_server, timeout_s=1800.0))
+    proposed = result.phases["author"]["model"]["proposed"]
+    kept = [j["id"] for j in result.phases["validate"]["kept"] if j.get("origin") == "model"]
+    kept_out = {j["id"]: j["reason"] for j in result.phases["validate"]["kept_out"] if j.get("origin") == "model"}
+    print(f"the tiny model proposed {proposed} job(s): {len(kept)} passed the gate, {len(kept_out)} kept out "
+          f"{kept_out}; {result.summary['jobs']} jobs in all")
+    assert result.phases["author"]["model"]["response_format"] == "json_schema"
+    offered = {j["id"] for j in result.phases["author"]["jobs"] if j.get("origin") == "model"}
+    assert len(offered) <= proposed and offered <= set(kept) | set(kept_out) and all(kept_out.values())
+    assert result.summary["from_model"] == len(kept) and result.summary["jobs"] >= 30  # the evidence's jobs stay
+    assert not app_processes(out)
