@@ -161,3 +161,18 @@ def test_the_prompt_docs_models_shows_is_what_render_prints(capsys: pytest.Captu
     assert block is not None and shown is not None
     exec(block.group(1), {})
     assert capsys.readouterr().out == shown.group(1) + "\n"
+
+
+def test_openais_json_schema_form_is_read_as_llama_cpp_pythons() -> None:
+    """``rehearsal models serve`` takes OpenAI's structured-output form (which llama-cpp-python's server refuses
+    with 422) as llama-cpp-python's own; every other body passes unchanged, byte for byte."""
+    from rehearsal_env.agents._schema_form import rewritten
+
+    schema = {"type": "object", "properties": {"legs": {"type": "integer"}}}
+    openai_form = {"model": "m", "messages": [], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "cat", "schema": schema, "strict": True}}}
+    assert json.loads(rewritten(json.dumps(openai_form).encode())) == {
+        "model": "m", "messages": [], "response_format": {"type": "json_object", "schema": schema}}
+    for body in (b'{"model": "m", "response_format": {"type": "json_object"}}', b"not json", b"[1, 2]",
+                 b'{"response_format": "json_schema"}'):
+        assert rewritten(body) == body
