@@ -432,9 +432,9 @@ def test_random_admitted_queries_never_reach_an_engine_limit_on_postgres(postgre
 ])
 def test_hostile_texts_are_refused_quickly_not_crashed(sql: str) -> None:
     parse_statement.cache_clear()
-    started = time.monotonic()
+    started = time.process_time()  # this process's CPU, not the wall clock a busy machine stretches
     why = agent_bounds_refusal(sql)
-    assert why is not None and time.monotonic() - started < 2.0
+    assert why is not None and time.process_time() - started < 2.0
 
 
 HOSTILE_STEPS = [
