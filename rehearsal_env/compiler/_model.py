@@ -34,23 +34,26 @@ MAX_JOBS = 100
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 """The values of :attr:`ModelConfig.response_format`."""
 _SCALAR = {"type": ["string", "number", "integer", "boolean", "null"], "maxLength": 200}
-_CALL = {"type": "object", "required": ["tool", "args"], "properties": {
-    "tool": {"type": "string", "maxLength": 64}, "args": {"type": "object", "additionalProperties": _SCALAR}}}
-_CALLS = {"type": "array", "items": _CALL, "maxItems": 6}
-JOBS_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["jobs"], "properties": {"jobs": {"type": "array", "maxItems": 20, "items": {
-        "type": "object", "required": ["id", "request", "reference", "goal_checks"], "properties": {
-            "id": {"type": "string", "maxLength": 64}, "request": {"type": "string", "maxLength": 400},
-            "reference": {"type": "object", "required": ["calls"], "properties": {"calls": _CALLS}},
-            "goal_checks": {"type": "array", "maxItems": 4, "items": {
-                "type": "object", "required": ["name", "sql", "params", "op", "want"], "properties": {
-                    "name": {"type": "string", "maxLength": 120}, "sql": {"type": "string", "maxLength": 500},
-                    "params": {"type": "array", "items": _SCALAR, "maxItems": 6},
-                    "op": {"enum": ["eq", "ne", "gt", "ge", "lt", "le"]}, "want": _SCALAR}}},
-            "wrong": {"type": "array", "maxItems": 3, "items": {"type": "object", "required": ["name", "calls"],
-                                                                "properties": {"name": {"type": "string",
-                                                                                        "maxLength": 120},
-                                                                               "calls": _CALLS}}}}}}}}
+_NAME = {"type": "string", "maxLength": 120}
+_CALLS = {"type": "array", "maxItems": 6, "items": {
+    "type": "object", "required": ["tool", "args"],
+    "properties": {"tool": {"type": "string", "maxLength": 64},
+                   "args": {"type": "object", "additionalProperties": _SCALAR}}}}
+_CHECK = {
+    "type": "object", "required": ["name", "sql", "params", "op", "want"],
+    "properties": {"name": _NAME, "sql": {"type": "string", "maxLength": 500},
+                   "params": {"type": "array", "maxItems": 6, "items": _SCALAR},
+                   "op": {"enum": ["eq", "ne", "gt", "ge", "lt", "le"]}, "want": _SCALAR}}
+_JOB = {
+    "type": "object", "required": ["id", "request", "reference", "goal_checks"],
+    "properties": {"id": {"type": "string", "maxLength": 64}, "request": {"type": "string", "maxLength": 400},
+                   "reference": {"type": "object", "required": ["calls"], "properties": {"calls": _CALLS}},
+                   "goal_checks": {"type": "array", "maxItems": 4, "items": _CHECK},
+                   "wrong": {"type": "array", "maxItems": 3, "items": {
+                       "type": "object", "required": ["name", "calls"],
+                       "properties": {"name": _NAME, "calls": _CALLS}}}}}
+JOBS_SCHEMA: dict[str, Any] = {"type": "object", "required": ["jobs"],
+                               "properties": {"jobs": {"type": "array", "maxItems": 20, "items": _JOB}}}
 """The schema of an answer (what the author prompt describes), sent with ``response_format`` ``json_schema``: every
 list and text bounded, so that an endpoint that constrains its answer to it closes the object within ``max_tokens``
 (at most 20 jobs an answer; a tool's arguments are flat values)."""
