@@ -176,3 +176,37 @@ def test_openais_json_schema_form_is_read_as_llama_cpp_pythons() -> None:
     for body in (b'{"model": "m", "response_format": {"type": "json_object"}}', b"not json", b"[1, 2]",
                  b'{"response_format": "json_schema"}'):
         assert rewritten(body) == body
+
+
+def test_the_rewritten_request_reaches_the_server_whole_with_its_new_length() -> None:
+    """The middleware in front of llama-cpp-python's server: a chat request arrives rewritten, with a
+    ``content-length`` that fits it; any other path passes untouched."""
+    import anyio
+    import httpx
+
+    from rehearsal_env.agents._schema_form import SchemaForm
+
+    seen: list[tuple[str, bytes, bytes | None]] = []
+
+    async def server(scope: dict[str, Any], receive: Any, send: Any) -> None:  # stands in for llama-cpp-python's
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        seen.append((scope["path"], body, dict(scope["headers"]).get(b"content-length")))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    form = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=SchemaForm(server)),
+                                     base_url="http://local") as client:
+            await client.post("/v1/chat/completions", json={"model": "m", "response_format": form})
+            await client.post("/v1/completions", json={"model": "m", "response_format": form})
+
+    anyio.run(main)
+    (chat, body, length), (other, untouched, _) = seen
+    assert chat == "/v1/chat/completions" and length == str(len(body)).encode()
+    assert json.loads(body)["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
+    assert other == "/v1/completions" and json.loads(untouched)["response_format"] == form

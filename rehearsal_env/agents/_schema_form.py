@@ -70,7 +70,8 @@ class SchemaForm:
             message: dict[str, Any] = await receive()  # the rest of an oversized body, or the client leaving
             return message
 
+        if more:  # passed on as it came
+            await self.app(scope, replay, send)
+            return
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-        if not more:
-            headers.append((b"content-length", str(len(body)).encode()))
-        await self.app({**scope, "headers": headers}, replay, send)
+        await self.app({**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}, replay, send)
