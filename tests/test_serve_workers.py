@@ -61,10 +61,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
                              "--out", str(out), "--threads", "2", "--max-sessions", "4"], stdout=subprocess.PIPE,
                             text=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "listening on" in line, line
-        url = line.split("listening on ")[1].split()[0]
+        url = listening_url(proc)
         deadline = time.monotonic() + 60
         while len(serving(out)) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, "the two workers did not start"
@@ -80,6 +77,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
                     os.kill(int(entry["pid"]), signal.SIGKILL)
             proc.kill()
             proc.wait()
+
+
+def listening_url(proc: subprocess.Popen[str]) -> str:
+    """The address a server started with ``--port 0`` prints first ("listening on URL")."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "listening on" in line, line
+    return line.split("listening on ")[1].split()[0]
 
 
 def written(out: Path, episode_ids: list[str]) -> dict[str | None, Any]:
@@ -256,10 +261,7 @@ def test_an_unrecorded_server_leaves_no_workers_folder(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", unrecorded], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(temp)})
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "listening on" in line, line
-        url = line.split("listening on ")[1].split()[0]
+        url = listening_url(proc)
         deadline = time.monotonic() + 60
         while True:  # bound before it listens: wait for its answer
             try:
