@@ -122,7 +122,7 @@ def run_schema_command(command: Sequence[str], env: Mapping[str, str], values: M
         database = Path(scratch) / "schema.sqlite3"
         filled = {**values, "database": str(database)}
         argv = [fill(c, filled) for c in command]
-        child_env = app_environment({**{k: fill(v, filled) for k, v in env.items()}, "PYTHONDONTWRITEBYTECODE": "1"},
+        child_env = app_environment({k: fill(v, filled) for k, v in env.items()},
                                     Path(scratch))
         try:
             done = subprocess.run(argv, env=child_env, cwd=scratch, stdin=subprocess.DEVNULL, capture_output=True,

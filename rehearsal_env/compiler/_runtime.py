@@ -93,8 +93,9 @@ def _stop_all() -> None:
 
 def app_environment(env: Mapping[str, str], home: Path) -> dict[str, str]:
     """The environment an application's process gets: untrusted code's minimal one (:data:`~rehearsal_env.worlds.
-    CHILD_ENV`, ``HOME``/``TMPDIR`` in ``home``) and what its description sets; never this process's own."""
-    return {**CHILD_ENV, "HOME": str(home), "TMPDIR": str(home), **env}
+    CHILD_ENV`, ``HOME``/``TMPDIR`` in ``home``, no bytecode written into the folder it runs from, which may be the
+    compiled world's own) and what its description sets; never this process's own."""
+    return {**CHILD_ENV, "HOME": str(home), "TMPDIR": str(home), "PYTHONDONTWRITEBYTECODE": "1", **env}
 
 
 def _start(command: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
