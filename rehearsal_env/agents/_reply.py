@@ -152,8 +152,15 @@ class Accumulator:
         return self.reply
 
 
-def request_timeout(max_call_s: float) -> httpx.Timeout:
+def request_timeout(max_call_s: float) -> Any:
+    """The SDK's timeout for a call of at most ``max_call_s``, of the httpx the installed SDK speaks (chosen at
+    import: ``httpx`` or ``httpx2``). Typed ``Any``, as :func:`_sdk_request`: a type checker sees one module only."""
     return httpx.Timeout(max_call_s, connect=min(max_call_s, CONNECT_S))
+
+
+def _sdk_request() -> Any:
+    """The request an SDK error made here carries, of the httpx the installed SDK speaks (:func:`request_timeout`)."""
+    return httpx.Request("POST", CHAT_PATH)
 
 
 def probe_s(max_call_s: float) -> float:
@@ -181,7 +188,7 @@ async def alive_async(base_url: str, timeout_s: float = PROBE_S) -> bool:
 
 
 def _broken(exc: httpx.HTTPError) -> openai.APIConnectionError:
-    request = exc.request if getattr(exc, "_request", None) is not None else httpx.Request("POST", CHAT_PATH)
+    request: Any = exc.request if getattr(exc, "_request", None) is not None else _sdk_request()
     return openai.APIConnectionError(message=f"the stream broke off ({type(exc).__name__}: {exc})", request=request)
 
 
@@ -239,6 +246,6 @@ async def complete_async(client: openai.AsyncOpenAI, body: dict[str, Any], *, st
             return acc.timed_out()
         if isinstance(exc, openai.APIError):
             raise
-        raise openai.APITimeoutError(request=httpx.Request("POST", CHAT_PATH)) from exc
+        raise openai.APITimeoutError(request=_sdk_request()) from exc
     except httpx.HTTPError as exc:
         raise _broken(exc) from exc
