@@ -246,10 +246,13 @@ def test_one_keys_slow_work_never_takes_the_threads_another_key_needs() -> None:
     assert done.count("slow") == 6 and done.index("quick") == 0
 
 
-def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_again() -> None:
+@pytest.mark.parametrize("started_nicer", [0, 10])
+def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_again(started_nicer: int) -> None:
+    """A heavy key's threads run 10 nice levels below the light ones, also in a server started under ``nice``
+    (its threads inherit that; the heavy ones go 10 lower from there, at most to 19)."""
     release = threading.Event()
 
-    async def main() -> tuple[bool, int, int, bool, bool, int]:
+    async def main() -> tuple[bool, int, int, bool, bool, tuple[int, int]]:
         limiter = FairLimiter(total=4, per_key=2, heavy_total=1, heavy_s=0.05)
         await limiter.run("analyst", time.sleep, 0.2)  # one slow request: the key is heavy now
         heavy = limiter.heavy("analyst")
@@ -261,7 +264,7 @@ def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_a
             await limiter.run("victim", time.sleep, 0)
             victim_light = not limiter.heavy("victim")
             release.set()
-        niced = await limiter.run("analyst", priority) - await limiter.run("victim", priority)
+        niced = await limiter.run("analyst", priority), await limiter.run("victim", priority)
         for _ in range(10):
             await limiter.run("analyst", time.sleep, 0)
         limiter.close()
@@ -270,9 +273,21 @@ def test_keys_whose_requests_are_slow_share_the_heavy_threads_and_become_light_a
     def priority() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if sys.platform == "linux" else 10
 
-    heavy, running, waiting, victim_light, still_heavy, niced = anyio.run(main)
+    results: list[tuple[bool, int, int, bool, bool, tuple[int, int]]] = []
+
+    def server() -> None:  # the limiter's threads start from this thread, and inherit its priority
+        if sys.platform == "linux" and started_nicer:
+            task = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, task, min(19, os.getpriority(os.PRIO_PROCESS, task) + started_nicer))
+        results.append(anyio.run(main))
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    thread.join()
+    heavy, running, waiting, victim_light, still_heavy, (heavy_nice, light_nice) = results[0]
     assert heavy and (running, waiting) == (1, 1) and victim_light and not still_heavy
-    assert niced == 10  # the heavy threads run at a lower CPU priority (Linux nice +10)
+    if sys.platform == "linux":  # the heavy threads run at a lower CPU priority: nice +10 from the inherited one
+        assert heavy_nice == min(19, light_nice + 10), (heavy_nice, light_nice)  # 19 is the lowest there is
 
 
 def test_a_call_cancelled_while_it_runs_keeps_its_slot_until_it_ends_and_errors_reach_the_caller() -> None:

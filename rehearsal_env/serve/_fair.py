@@ -43,11 +43,14 @@ of a contended core)."""
 
 
 def _lower_priority() -> None:
-    """Lower this thread's CPU priority (Linux: a thread is a task of its own; elsewhere ``setpriority`` would
-    lower the whole process, so nothing is done)."""
+    """Lower this thread's CPU priority by :data:`HEAVY_NICE` from what it inherited (a server started under
+    ``nice 10`` puts its heavy threads at 20, capped at 19, not back at 10 beside its light ones). Linux only: a
+    thread is a task of its own there; elsewhere ``setpriority`` would lower the whole process, so nothing is
+    done."""
     if sys.platform == "linux":
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HEAVY_NICE)
+            task = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, task, min(19, os.getpriority(os.PRIO_PROCESS, task) + HEAVY_NICE))
 
 
 class FairLimiter:
