@@ -228,22 +228,20 @@ def test_one_keys_slow_work_never_takes_the_threads_another_key_needs() -> None:
     def quick() -> None:
         done.append("quick")
 
-    async def main() -> tuple[float, int, int]:
+    async def main() -> tuple[int, int]:
         limiter = FairLimiter(total=4, per_key=2)
         async with anyio.create_task_group() as tg:
             for _ in range(6):  # six slow requests of one key: two run, four wait behind their own key
                 tg.start_soon(limiter.run, "hostile", slow)
             await anyio.sleep(0.2)
-            began = time.monotonic()
-            await limiter.run("victim", quick)
-            took = time.monotonic() - began
+            await limiter.run("victim", quick)  # answered while the slow ones still hold their slots
             running, waiting = limiter.running("hostile"), limiter.waiting("hostile")
             release.set()
-        return took, running, waiting
+        return running, waiting
 
-    took, running, waiting = anyio.run(main)
-    assert took < 2 and (running, waiting) == (2, 4)
-    assert done.count("slow") == 6 and done.index("quick") == 0
+    running, waiting = anyio.run(main)
+    assert (running, waiting) == (2, 4)
+    assert done.count("slow") == 6 and done.index("quick") == 0  # no slow request had ended before the victim's
 
 
 @pytest.mark.parametrize("started_nicer", [0, 10])
