@@ -43,6 +43,11 @@ MAX_OBSERVATION = 1 << 16
 MAX_ACTION = MAX_ACTION_CHARS
 """Longest action the env reads, and so the action space's ``max_length``: one number (from :mod:`._action`)
 for the space, the env and the HTTP API."""
+_SPACES = (spaces.Text(max_length=MAX_OBSERVATION, charset=CHARSET),
+           spaces.Text(max_length=MAX_ACTION, charset=CHARSET))
+"""The observation and action spaces every env copies (``copy.copy``): gymnasium's ``Text`` builds its character
+index in ``__init__`` (about 40 µs, twice an env, once per served episode); a copy shares that index, which nothing
+changes, and gets its own random generator when first seeded or sampled (these are never used)."""
 
 
 class RehearsalEnv(gym.Env[str, str]):
@@ -132,8 +137,7 @@ class RehearsalEnv(gym.Env[str, str]):
         self._given: Any = None
         """What the last turn was given, as a chain's turn record keeps it (:mod:`._replay`; None: not keepable)."""
         self.tools = self.world.tools_for(scenario.role, offers_retry=scenario.offers_retry)
-        self.observation_space = spaces.Text(max_length=MAX_OBSERVATION, charset=CHARSET)
-        self.action_space = spaces.Text(max_length=MAX_ACTION, charset=CHARSET)
+        self.observation_space, self.action_space = copy.copy(_SPACES[0]), copy.copy(_SPACES[1])
 
     @property
     def db(self) -> Database:
