@@ -7,17 +7,9 @@ completions over the OpenAI protocol for tests.
 """
 
 from ._chatml import parse_reply, tools_block
+from ._conversation import NOTE_PREFIX, REJECTED_KINDS, Conversation
 from ._customer import ModelCustomer
-from ._openai import (
-    NOTE_PREFIX,
-    REJECTED_KINDS,
-    AsyncOpenAIAgent,
-    Conversation,
-    ModelAgents,
-    ModelStats,
-    OpenAIAgent,
-    record_fields,
-)
+from ._openai import AsyncOpenAIAgent, ModelAgents, ModelStats, OpenAIAgent, record_fields
 from ._profile import (
     DEFAULT_INSTRUCTIONS,
     PROFILES_ENV,

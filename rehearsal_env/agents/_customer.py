@@ -33,7 +33,8 @@ import openai
 
 from ..env import ScriptedCustomer
 from ..scenarios import Scenario
-from ._openai import SEED_RANGE, ModelStats
+from ._conversation import SEED_RANGE
+from ._openai import ModelStats
 from ._profile import AgentProfile, Sampling
 from ._provider import Endpoint, ProviderError, ProviderRefused, exhausted, is_retryable, refusal, retry_delay
 
