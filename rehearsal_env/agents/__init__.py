@@ -15,16 +15,14 @@ from ._profile import (
     PROFILES_ENV,
     AgentProfile,
     Price,
-    ProfileStore,
     Provider,
     Sampling,
     builtin_profile,
     is_builtin,
-    load_profile_file,
     model_profile,
-    parse_profile,
-    resolve_agent,
 )
+from ._profile_file import load_profile_file, parse_profile
+from ._profile_store import ProfileStore, resolve_agent
 from ._prompt import given_for, prompt_size, prompt_tokens, store_given, system_prompt, tool_content
 from ._provider import Endpoint, ProviderError, ProviderRefused
 from ._scripted import BUILTIN_AGENTS, NullAgent, Policy, ScriptedAgent, make_agent
