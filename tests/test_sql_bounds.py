@@ -42,6 +42,7 @@ from rehearsal_env.checks import (
     parse_statement,
 )
 from rehearsal_env.checks import _bounds as bounds
+from rehearsal_env.checks import _nesting as nesting
 from rehearsal_env.schema import Table, col
 from rehearsal_env.verdict import Outcome
 
@@ -281,10 +282,10 @@ def _marker_cost(probe: str) -> int:
     stack: list[tuple[Any, int]] = [(sqlglot.parse_one(sql, read="sqlite"), 0)]
     while stack:
         node, cost = stack.pop()
-        cost += bounds.SELECT_ENTRY if isinstance(node, sqlglot.exp.Select) else 0
+        cost += nesting.SELECT_ENTRY if isinstance(node, sqlglot.exp.Select) else 0
         if isinstance(node, sqlglot.exp.Literal) and node.name == "424242":
             return cost + bounds.spelling(sql).unary_pluses
-        stack.extend((child, cost + bounds._edge_cost(node, child)) for child in node.iter_expressions())
+        stack.extend((child, cost + nesting.edge_cost(node, child)) for child in node.iter_expressions())
     raise AssertionError(f"no marker in {probe}")
 
 
