@@ -53,8 +53,8 @@ from ._signing import (
     public_text,
     show_time,
     signing_key_for_run,
-    trusted_keys,
 )
+from ._trust import trusted_keys
 
 SEAL_FILE = "seal.json"
 """The seal's file name in a run directory."""
