@@ -21,6 +21,7 @@ rounds=${3:-2}
 here=$(cd "$(dirname "$0")/.." && pwd)
 py="$here/.venv/bin/python"
 mkdir -p "$out"
+out=$(cd "$out" && pwd)  # absolute: each benchmark runs from the repository root
 git -C "$before" log --oneline -1 > "$out/before-commit.txt"
 git -C "$here" log --oneline -1 > "$out/now-commit.txt"
 
