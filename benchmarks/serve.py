@@ -159,6 +159,15 @@ UNRECORDED = ("import sys; from rehearsal_env.serve import ServeConfig, run_serv
 """The same server as ``rehearsal serve`` with records off (``ServeConfig.out`` None; the command always records)."""
 
 
+def listening_url(proc: subprocess.Popen[str]) -> str:
+    """The address a server started with ``--port 0`` prints first ("listening on URL")."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        raise RuntimeError(f"the server did not start: expected 'listening on URL' first, got {line!r}")
+    return line.split("listening on ", 1)[1].split()[0]
+
+
 class Server:
     """``rehearsal serve`` in a child process on a free port (``out`` None: the same server recording nothing)."""
 
@@ -168,11 +177,7 @@ class Server:
             str(rehearsal), "serve", "--port", "0", "--world", world, "--max-sessions", str(sessions),
             "--out", str(out), "--idle-timeout", "600"]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError(f"the server did not start: {line!r}")
-        self.url = line.split("listening on ", 1)[1].split()[0]
+        self.url = listening_url(self.proc)
         for _ in range(300):
             try:
                 httpx.get(f"{self.url}/health", timeout=5).raise_for_status()
@@ -323,11 +328,7 @@ def serve_with_keys(worlds: list[str], out: Path,
     for w in worlds:
         args += ["--world", w]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        raise RuntimeError(f"the server did not start: {line!r}")
-    url = line.split("listening on ", 1)[1].split()[0]
+    url = listening_url(proc)
     for _ in range(600):
         try:
             httpx.get(f"{url}/health", timeout=5).raise_for_status()

@@ -30,6 +30,9 @@ import httpx
 import rehearsal_env
 from rehearsal_env.agents import make_agent
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve import listening_url  # noqa: E402  (benchmarks/serve.py: the address a started server prints)
+
 SCENARIOS = ("refund-item-0001", "refund-item-0002", "cancel-order-0001")
 CLI = "import sys; from rehearsal_env.cli import main; sys.exit(main())"
 
@@ -49,8 +52,7 @@ def main() -> int:
         proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--world", "shop", "--workers", "2", "--port",
                                  "0", "--out", str(out)], stdout=subprocess.PIPE, text=True)
         try:
-            assert proc.stdout is not None
-            url = proc.stdout.readline().split("listening on ")[1].split()[0]
+            url = listening_url(proc)
             while len([p for p in (out / ".workers").glob("*.json") if json.loads(p.read_text())["state"]
                        == "serving"]) < 2 if (out / ".workers").exists() else True:
                 time.sleep(0.1)

@@ -51,6 +51,9 @@ import httpx
 import rehearsal_env
 from rehearsal_env.agents import make_agent
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve import listening_url  # noqa: E402  (benchmarks/serve.py: the address a started server prints)
+
 GOAL_MB = 4096
 """The issue's goal: 10,000 concurrent shop sessions in at most 4 GB."""
 
@@ -153,11 +156,7 @@ async def over_http(world: str, sessions: int, mid: int, share: bool) -> dict[st
                                  "--world", world, "--max-sessions", str(sessions + 10), "--max-sessions-per-key",
                                  str(sessions + 10), "--out", out, "--idle-timeout", "7200"],
                                 stdout=subprocess.PIPE, text=True, env=env)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if "listening on" not in line:
-            raise RuntimeError(f"the server did not start: {line!r}")
-        url = line.split("listening on ", 1)[1].split()[0]
+        url = listening_url(proc)
         peak = [0.0]
         stop = threading.Event()
 

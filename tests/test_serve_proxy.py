@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
+from served import listening_url
 
 import rehearsal_env
 from rehearsal_env.agents import make_agent
@@ -117,10 +118,7 @@ def instance(tmp_path: Path, name: str, port: int = 0) -> Iterator[tuple[str, Pa
     proc = subprocess.Popen([sys.executable, "-c", CLI, "serve", "--world", "shop", "--instance", name, "--port",
                              str(port), "--out", str(out), "--threads", "2"], stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "listening on" in line, line
-        address = line.split("listening on http://")[1].split()[0]
+        address = listening_url(proc).removeprefix("http://")
         deadline = time.monotonic() + 60
         while True:  # the socket is bound before the worlds are loaded; it answers once they are
             try:

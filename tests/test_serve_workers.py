@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from served import listening_url
 
 import rehearsal_env
 from rehearsal_env.agents import make_agent
@@ -77,14 +78,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
                     os.kill(int(entry["pid"]), signal.SIGKILL)
             proc.kill()
             proc.wait()
-
-
-def listening_url(proc: subprocess.Popen[str]) -> str:
-    """The address a server started with ``--port 0`` prints first ("listening on URL")."""
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, line
-    return line.split("listening on ")[1].split()[0]
 
 
 def written(out: Path, episode_ids: list[str]) -> dict[str | None, Any]:
